@@ -51,7 +51,6 @@ DLPack
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -427,6 +426,7 @@ class CudaDevice(Device):
         self._mark_ev: Any = None
         self._mark_lock = threading.Lock()
         self._geometry: dict[tuple[int, ...], tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        self.capture_failures: list[str] = []  # why recordings fell back to item-by-item replay
 
     # -- helpers --------------------------------------------------------------------------
     def _enter(self, label: str) -> _Enter:
@@ -500,7 +500,7 @@ class CudaDevice(Device):
     def vendor_op(self, name: str) -> Any:
         """cuBLAS (through CuPy) for matmul and gemm; the op kernels for everything else."""
         if name in ("matmul", "gemm"):
-            return functools.partial(_vendor_gemm, self, name)
+            return _VendorGemm(self, name)
         return None
 
     def _release_program(self, program: Program) -> None:
@@ -525,11 +525,7 @@ class CudaDevice(Device):
         if self._failed is not None:
             self._check_usable()
         function, label = program.handle[0], program.handle[1]
-        if local_size is None:
-            geometry = self._geometry.get(global_size)
-            grid, block = geometry if geometry is not None else self._grid(global_size)
-        else:
-            grid, block = tuple(g // b for g, b in zip(global_size, local_size)), local_size
+        grid, block = self._shape(global_size, local_size)
         values = [_pointer(a) if isinstance(a, Buffer) else a for a in args]
         stream = self.stream
         prev = -1
@@ -549,6 +545,69 @@ class CudaDevice(Device):
                 _set_device(prev)
         self._seq = seq = self._seq + 1  # under the core's submit lock
         return CudaEvent(label, self, None, (values, function), None, seq)  # buffers, module live until done
+
+    def _shape(self, global_size: tuple[int, ...], local_size: tuple[int, ...] | None) -> tuple[tuple, tuple]:
+        """Grid and block of a launch."""
+        if local_size is None:
+            geometry = self._geometry.get(global_size)
+            return geometry if geometry is not None else self._grid(global_size)
+        return tuple(g // b for g, b in zip(global_size, local_size)), local_size
+
+    # -- recordings: CUDA graphs ---------------------------------------------------------------
+    def _build_recording(self, items: list[Any]) -> Any:
+        """A CUDA graph captured from the items; item by item where something cannot be captured."""
+        try:
+            return self._capture(items)
+        except Exception as exc:  # e.g. a library call that allocates in a way capture refuses
+            self.capture_failures.append(f"{type(exc).__name__}: {exc}")
+            return super()._build_recording(items)
+
+    def _capture(self, items: list[Any]) -> "_Captured":
+        pool = cupy.cuda.MemoryPool()  # library temporaries of the captured work live as long as the graph
+        self._check_usable()
+        with self.cu_device:
+            stream = cupy.cuda.Stream(non_blocking=True)
+            error: BaseException | None = None
+            with cupy.cuda.using_allocator(pool.malloc):
+                stream.begin_capture()
+                try:
+                    for item in items:
+                        if item.kind == "launch":
+                            grid, block = self._shape(item.global_size, item.local_size)
+                            values = [_pointer(a) if isinstance(a, Buffer) else a for a in item.args]
+                            item.program.handle[0](grid, block, values, 0, stream)
+                        elif item.kind == "copy":
+                            _memcpy_async(item.dst.handle.ptr + item.dst.offset, item.src.handle.ptr + item.src.offset,
+                                          item.src.nbytes, _D2D, stream.ptr)
+                        else:
+                            enqueue = getattr(item.fn, "enqueue", None)
+                            if enqueue is None:
+                                raise RuntimeError(f"{item.label} has no capture form")
+                            enqueue(stream, *item.call_args)
+                except Exception as exc:
+                    error = exc
+                try:
+                    graph = stream.end_capture()
+                except Exception:
+                    if error is None:
+                        raise
+                if error is not None:
+                    raise error
+            if hasattr(graph, "upload"):
+                graph.upload(self.stream)  # instantiate now, not on the first replay
+        return _Captured(graph, pool, stream, [item.program for item in items if item.kind == "launch"])
+
+    def _replay_recording(self, native: Any, waits: list[Event]) -> Event:
+        if type(native) is not _Captured:
+            return super()._replay_recording(native, waits)
+        label = f"replay of a CUDA graph on {self.id}"
+        with self._enter(label):
+            stream = self.stream
+            for w in waits:  # this device's events are on this stream: its order implies them
+                if w.device is not self and not w._done:
+                    stream.wait_event(w._nat())  # type: ignore[attr-defined]
+            native.graph.launch(stream)
+            return self._record(label, keepalive=native)
 
     def _synchronize(self) -> None:
         with self._enter(f"synchronize {self.id}"):
@@ -589,38 +648,56 @@ def _cupy_view(buffer: Buffer, t: Any, index: int) -> "cupy.ndarray":
     return cupy.ndarray(t.shape, t.dtype, cupy.cuda.MemoryPointer(mem, 0))
 
 
-def _vendor_gemm(dev: "CudaDevice", name: str, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any,
-                 wait: Any) -> Event:
-    """matmul / gemm through cuBLAS (CuPy) on the device's stream, after ``wait``; returns the Event."""
-    label = f"{name} (cuBLAS) on {dev.id}"
+class _VendorGemm:
+    """matmul / gemm through cuBLAS (CuPy) on the device's stream; ``enqueue`` puts it on any stream (capture)."""
 
-    def op(natives: list[Event]) -> Event:
-        with dev._enter(label):
+    def __init__(self, dev: "CudaDevice", name: str) -> None:
+        self.dev, self.name = dev, name
+        self.label = f"{name} (cuBLAS) on {dev.id}"
+
+    def __call__(self, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any, wait: Any) -> Event:
+        # _submit keeps deferred (cross-device) waits and the device's in-order backlog correct
+        return self.dev._submit(self.label, lambda natives: self.native(ins, outs, attrs, in_bufs, out_bufs, natives),
+                                wait, (tuple(in_bufs), tuple(out_bufs)), [*in_bufs, *out_bufs])
+
+    def native(self, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any, natives: list[Event]) -> Event:
+        """The work after ``natives`` (inside a submission); returns its event."""
+        dev = self.dev
+        with dev._enter(self.label):
             stream = dev.stream
             for w in natives:  # this device's events are on this stream: its order implies them
                 if w.device is not dev and not w._done:
                     stream.wait_event(w._nat())  # type: ignore[attr-defined]
-            with stream:
-                a = _cupy_view(in_bufs[0], ins[0], dev.index)
-                b = _cupy_view(in_bufs[1], ins[1], dev.index)
-                y = _cupy_view(out_bufs[0], outs[0], dev.index)
-                if name == "gemm":
-                    a = a.T if attrs["transA"] else a
-                    b = b.T if attrs["transB"] else b
-                if y.ndim == 0:  # 1-D . 1-D
-                    y[...] = cupy.dot(a, b)
-                else:
-                    cupy.matmul(a, b, out=y)
-                if name == "gemm":
-                    alpha, beta = attrs["alpha"], attrs["beta"]
-                    if len(ins) == 3:
-                        _axpby()(_cupy_view(in_bufs[2], ins[2], dev.index), np.float32(alpha), np.float32(beta), y)
-                    elif alpha != 1.0:
-                        y *= y.dtype.type(alpha)
-            return dev._record(label, keepalive=(tuple(in_bufs), tuple(out_bufs)))
+            self.enqueue(stream, ins, outs, attrs, in_bufs, out_bufs)
+            return dev._record(self.label, keepalive=(tuple(in_bufs), tuple(out_bufs)))
 
-    # _submit keeps deferred (cross-device) waits and the device's in-order backlog correct
-    return dev._submit(label, op, wait, (tuple(in_bufs), tuple(out_bufs)), [*in_bufs, *out_bufs])
+    def enqueue(self, stream: Any, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> None:
+        """Queue the product on ``stream`` (the device is current)."""
+        index = self.dev.index
+        with stream:
+            a = _cupy_view(in_bufs[0], ins[0], index)
+            b = _cupy_view(in_bufs[1], ins[1], index)
+            y = _cupy_view(out_bufs[0], outs[0], index)
+            if self.name == "gemm":
+                a = a.T if attrs["transA"] else a
+                b = b.T if attrs["transB"] else b
+            if y.ndim == 0:  # 1-D . 1-D
+                y[...] = cupy.dot(a, b)
+            else:
+                cupy.matmul(a, b, out=y)
+            if self.name == "gemm":
+                alpha, beta = attrs["alpha"], attrs["beta"]
+                if len(ins) == 3:
+                    _axpby()(_cupy_view(in_bufs[2], ins[2], index), np.float32(alpha), np.float32(beta), y)
+                elif alpha != 1.0:
+                    y *= y.dtype.type(alpha)
+
+
+class _Captured:
+    """A captured CUDA graph with the memory pool of its library temporaries and the programs it launches."""
+
+    def __init__(self, graph: Any, pool: Any, stream: Any, programs: list) -> None:
+        self.graph, self.pool, self.stream, self.programs = graph, pool, stream, programs
 
 
 def _pointer(buffer: Buffer) -> Any:

@@ -175,6 +175,33 @@ class HostDevice(Device):
 
     def _launch(self, program: Program, args: list[Any], global_size: tuple[int, ...],
                 local_size: tuple[int, ...] | None, waits: list[Event]) -> Event:
+        return self.run(self._bind(program, args, global_size, local_size), waits, f"launch {program.entry}")
+
+    def _build_recording(self, items: list[Any]) -> list[tuple[str, Callable[[], Any]]]:
+        """Each item bound to its arrays once: a replay is one worker task calling them in order."""
+        bound = []
+        for item in items:
+            if item.kind == "launch":
+                bound.append((item.label, self._bind(item.program, item.args, item.global_size, item.local_size)))
+            elif item.kind == "copy":
+                d, s = self.pool._bytes(item.dst), self.pool._bytes(item.src)
+                bound.append((item.label, lambda d=d, s=s: np.copyto(d, s)))
+            else:
+                raise LaunchError(f"{self.id}: {item.label} has no host form")
+        return bound
+
+    def _replay_recording(self, native: list[tuple[str, Callable[[], Any]]], waits: list[Event]) -> Event:
+        def replay() -> None:
+            for label, fn in native:
+                try:
+                    fn()
+                except BaseException as exc:
+                    raise LaunchError(f"{label}: {type(exc).__name__}: {exc}") from exc
+        return self.run(replay, waits, f"replay of {len(native)} item(s)")
+
+    def _bind(self, program: Program, args: list[Any], global_size: tuple[int, ...],
+              local_size: tuple[int, ...] | None) -> Callable[[], Any]:
+        """The kernel call with its arguments as NumPy arrays."""
         fn, geometry = program.handle
         sig = program.signature or ()
         values = []
@@ -190,7 +217,7 @@ class HostDevice(Device):
             kwargs["global_size"] = global_size
         if "local_size" in geometry:
             kwargs["local_size"] = local_size
-        return self.run(lambda: fn(*values, **kwargs), waits, f"launch {program.entry}")
+        return lambda: fn(*values, **kwargs)
 
     def _synchronize(self) -> None:
         last = self._last

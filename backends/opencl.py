@@ -195,6 +195,39 @@ class OpenCLDevice(Device):
                 raise LaunchError(f"launch {program.entry} on {self.id}: {exc}") from exc
         return OpenCLEvent(program.label, self, native)
 
+    def _build_recording(self, items: list[Any]) -> list[Any]:
+        """Each launch gets a kernel object of its own with its arguments set once; a replay only enqueues."""
+        native = []
+        for item in items:
+            if item.kind != "launch":
+                native.append(item)
+                continue
+            try:
+                kernel = cl.Kernel(item.program.handle[0], item.program.entry)
+                kernel.set_args(*[self._mem(a) if isinstance(a, Buffer) else a for a in item.args])
+            except cl.Error as exc:
+                raise LaunchError(f"{item.label} on {self.id}: {exc}") from exc
+            native.append((kernel, item.global_size, item.local_size, item.label, item.program))
+        return native
+
+    def _replay_recording(self, native: list[Any], waits: list[Event]) -> Event:
+        event: Event | None = None
+        queue, enqueue = self.queue, cl.enqueue_nd_range_kernel
+        last = None
+        for entry in native:
+            if type(entry) is tuple:
+                try:  # waits are events of this in-order queue: queue order implies them
+                    last = (enqueue(queue, entry[0], entry[1], entry[2]), entry)
+                except cl.Error as exc:
+                    raise LaunchError(f"{entry[3]} on {self.id}: {exc}") from exc
+                event = None
+            else:
+                event = super()._replay_recording([entry], waits)
+                last = None
+        if last is not None:
+            return OpenCLEvent(last[1][3], self, last[0], last[1][4])
+        return event if event is not None else super()._replay_recording([], waits)
+
     def _synchronize(self) -> None:
         self.queue.finish()
 

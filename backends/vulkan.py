@@ -526,6 +526,15 @@ class _DescriptorSet:
 
 
 # -- memory pool ---------------------------------------------------------------------------------------------------
+class _Recorded:
+    """A recording's command buffer, the descriptor sets it binds, and the timeline value of its last replay."""
+
+    def __init__(self, cb) -> None:
+        self.cb = cb
+        self.sets: list = []
+        self.last = 0
+
+
 class VulkanPool(MemoryPool):
     """Sub-allocated device memory; transfers are ordered on the device timeline and never block the caller."""
 
@@ -655,6 +664,12 @@ class VulkanDevice(Device):
             "srcAccessMask": vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
             "dstAccessMask": vk.VK_ACCESS_HOST_READ_BIT})
         self._stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
+        # between the items of a recording: earlier writes visible to later reads and writes
+        self._itembar = ffi.new("VkMemoryBarrier*", {
+            "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+            "srcAccessMask": vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+            "dstAccessMask": vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
+            | vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT})
         # command buffers: one pool, externally synchronised by the device lock
         cpci = ffi.new("VkCommandPoolCreateInfo*", {
             "sType": vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -1176,6 +1191,15 @@ class VulkanDevice(Device):
         self._after(v, back)
 
     def _descriptor_set(self, k: _Kernel, key, bufs) -> _DescriptorSet:
+        dset = self._write_set(k, bufs)
+        e = _DescriptorSet(dset, k.bnums, {b.handle.block.id for b in bufs})
+        self._ds_cache[key] = e
+        if len(self._ds_cache) > self.ds_cache_size:
+            self._evict_set(self._ds_cache.popitem(last=False)[1])
+        return e
+
+    def _write_set(self, k: _Kernel, bufs):
+        """A descriptor set of ``k``'s layout pointing at ``bufs`` (device lock held)."""
         dset = self._alloc_set(k.bnums)
         n = len(bufs)
         if n:
@@ -1187,11 +1211,7 @@ class VulkanDevice(Device):
                  "descriptorCount": 1, "descriptorType": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                  "pBufferInfo": infos + i} for i in range(n)])
             lib.vkUpdateDescriptorSets(self.handle, n, writes, 0, ffi.NULL)
-        e = _DescriptorSet(dset, k.bnums, {b.handle.block.id for b in bufs})
-        self._ds_cache[key] = e
-        if len(self._ds_cache) > self.ds_cache_size:
-            self._evict_set(self._ds_cache.popitem(last=False)[1])
-        return e
+        return dset
 
     # ---- launch ----------------------------------------------------------------------------------------------------
     def default_local_size(self, ndim: int) -> tuple[int, int, int]:
@@ -1267,6 +1287,82 @@ class VulkanDevice(Device):
             if len(self._retire_q) > 64:
                 self._retire()
         return VulkanEvent(program.label, self, v)
+
+    # ---- recordings: one command buffer, barriers between its items ----------------------------------------------
+    def _build_recording(self, items: list[Any]) -> Any:
+        if any(item.kind == "call" for item in items):
+            return super()._build_recording(items)
+        launches = []
+        for item in items:  # geometry (and pipelines) first: it takes the device lock itself
+            if item.kind == "launch":
+                k = item.program.handle
+                geo = k.geometry.get((item.global_size, item.local_size)) or \
+                    self._geometry(k, item.global_size, item.local_size)
+                launches.append((k, geo))
+            else:
+                launches.append(None)
+        with self._lock:
+            self._check_open()
+            cb = self._get_cb()
+            native = _Recorded(cb)
+            try:
+                lib.vkBeginCommandBuffer(cb, self._begin_multi)
+                for i, (item, launch) in enumerate(zip(items, launches)):
+                    if i:
+                        lib.vkCmdPipelineBarrier(cb, self._stages, self._stages, 0, 1, self._itembar,
+                                                 0, ffi.NULL, 0, ffi.NULL)
+                    if launch is None:
+                        (sblk, soff), (dblk, doff) = self._where(item.src), self._where(item.dst)
+                        rg = self._region
+                        rg.srcOffset, rg.dstOffset, rg.size = soff, doff, item.src.nbytes
+                        lib.vkCmdCopyBuffer(cb, sblk.buffer, dblk.buffer, 1, rg)
+                        continue
+                    k, (pipe, groups) = launch
+                    bufs, scalars = [], []
+                    for a in item.args:
+                        (bufs if type(a) is Buffer else scalars).append(a)
+                    if len(bufs) != k.nbuf:
+                        raise InvalidArgument(f"{item.label}: the kernel binds {k.nbuf} buffer(s), got {len(bufs)}")
+                    dset = self._write_set(k, bufs)
+                    native.sets.append((k.bnums, dset))
+                    lib.vkCmdBindPipeline(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe)
+                    self._ds_arr[0] = dset
+                    lib.vkCmdBindDescriptorSets(cb, vk.VK_PIPELINE_BIND_POINT_COMPUTE, k.layout, 0, 1,
+                                                self._ds_arr, 0, ffi.NULL)
+                    if k.pc_size:
+                        lib.vkCmdPushConstants(cb, k.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, k.pc_size,
+                                               k.pack(scalars))
+                    lib.vkCmdDispatch(cb, *groups)
+                self._end_with_host_barrier(cb)
+            except BaseException:
+                self._give_back(native)
+                raise
+            self.stats["recorded"] += 1
+        return native
+
+    def _replay_recording(self, native: Any, waits: list[Event]) -> Event:
+        if type(native) is not _Recorded:
+            return super()._replay_recording(native, waits)
+        with self._lock:
+            if self.handle is None:
+                raise InvalidArgument(f"{self.id}: device was closed")
+            native.last = v = self._queue_submit(native.cb)
+            if len(self._retire_q) > 64:
+                self._retire()
+        return VulkanEvent(f"replay on {self.id}", self, v)
+
+    def _release_recording(self, native: Any) -> None:
+        if type(native) is _Recorded and self.handle is not None:
+            with self._lock:
+                if self.handle is not None:
+                    self._after(native.last, lambda: self._give_back(native))
+
+    def _give_back(self, native: "_Recorded") -> None:
+        """Return a recording's command buffer and descriptor sets to the free lists (its work has finished)."""
+        self._free_cbs.append(native.cb)
+        for bnums, dset in native.sets:
+            self._free_sets[bnums].append(dset)
+        native.sets = []
 
     def _record_launch(self, e: _DescriptorSet, k: _Kernel, pipe, pc: bytes, groups, ckey) -> list:
         cb = self._get_cb()

@@ -24,18 +24,11 @@ def _chain(n_ops: int, size: int, name: str = "x"):
     return g
 
 
-def _overhead(dev, quick: bool) -> dict:
+def _overhead(dev, quick: bool) -> list[dict]:
     n_ops = 100 if quick else 400
-    plan = _chain(n_ops, 16).compile([dev])
+    graph = _chain(n_ops, 16)
     xt = dl.tensor(np.ones(16, np.float32), dev)
-    plan.run({"x": xt})
-    host, wall = [], []
-    for _ in range(3 if quick else 7):
-        t0 = time.perf_counter()
-        plan.run({"x": xt})["y"].ready.wait()
-        wall.append(time.perf_counter() - t0)
-        host.append(plan.last_submit_seconds * 1e6 / n_ops)
-    detail = f"{n_ops}-op chain on 16 floats; wall {statistics.median(wall) / n_ops * 1e6:.1f} us/op"
+    raw_detail = ""
     peer = peer_for(dev)
     if peer is not None:  # what the raw backend call alone costs per op, same device, same process
         from benchmarks.launch import _kernel_source
@@ -49,9 +42,25 @@ def _overhead(dev, quick: bool) -> dict:
                 raw.launch()
             raws.append((time.perf_counter() - t0) * 1e6 / n_ops)
             raw.finish()
-        detail += f"; raw {peer.NAME} launch {statistics.median(raws):.1f} us/op"
-    return {"device": dev.id, "metric": "host overhead per op", "value": statistics.median(host),
-            "unit": "us/op", "detail": detail}
+        raw_detail = f"; raw {peer.NAME} launch {statistics.median(raws):.1f} us/op"
+    rows = []
+    for mode, record in (("recorded", True), ("node by node", False)):
+        plan = graph.compile([dev], record=record)
+        for t in plan.run({"x": xt}).values():
+            dev.pool.free(t.buffer)
+        host, wall = [], []
+        for _ in range(5 if quick else 15):
+            t0 = time.perf_counter()
+            out = plan.run({"x": xt})["y"]
+            out.ready.wait()
+            wall.append(time.perf_counter() - t0)
+            host.append(plan.last_submit_seconds * 1e6 / n_ops)
+            dev.pool.free(out.buffer)
+        plan.release()
+        rows.append({"device": dev.id, "metric": f"host overhead per op ({mode})", "value": statistics.median(host),
+                     "unit": "us/op", "detail": f"{n_ops}-op chain on 16 floats; wall "
+                                                f"{statistics.median(wall) / n_ops * 1e6:.2f} us/op{raw_detail}"})
+    return rows
 
 
 def _branches(a, b, size: int, depth: int):
@@ -121,7 +130,7 @@ def _memory(dev) -> list[dict]:
 
 
 def run(devices, quick: bool = False) -> list[dict]:
-    rows = [_overhead(d, quick) for d in devices]
+    rows = [r for d in devices for r in _overhead(d, quick)]
     pairs = list(itertools.combinations(devices, 2))
     for a, b in pairs[: 3 if quick else 6]:
         rows.append(_overlap(a, b, quick))

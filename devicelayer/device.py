@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import deque
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 
 from .errors import CompileError, DeviceLayerError, InvalidArgument, LaunchError
@@ -13,6 +13,9 @@ from .events import CompletedEvent, DeferredEvent, Event, check_events, dependen
 from .info import DeviceInfo
 from .memory import Buffer, MemoryPool
 from .signature import Arg, Signature, _int_range, check_scalar, check_size, parse_signature
+
+if TYPE_CHECKING:
+    from .recording import Recording
 
 
 class Program:
@@ -187,6 +190,16 @@ class Device:
         Work items past the end of a kernel's data must be skipped by the kernel:
         a backend may round ``global_size`` up to whole work-groups.
         """
+        checked, gsize, lsize, buffers = self._check_launch(program, args, global_size, local_size)
+        # the event keeps the native memory alive, not the Buffer objects: a Buffer records its latest
+        # event, and a Buffer <-> Event cycle would leave native objects to the cycle collector's order
+        return self._submit(program.label,
+                            lambda waits: self._launch(program, checked, gsize, lsize, waits),
+                            wait, (program, [b.handle for b in buffers]), buffers)
+
+    def _check_launch(self, program: Program, args: Sequence[Any], global_size: Any,
+                      local_size: Any) -> tuple[list[Any], tuple[int, ...], tuple[int, ...] | None, list[Buffer]]:
+        """Check a launch: the checked arguments, sizes and the buffers it uses (InvalidArgument if wrong)."""
         if not isinstance(program, Program):
             raise InvalidArgument(f"launch: expected a Program, got {type(program).__name__}")
         if program.device is not self:
@@ -210,11 +223,35 @@ class Device:
             if any(g % l for g, l in zip(gsize, lsize)):
                 raise InvalidArgument(f"{where}: global_size {gsize} is not a multiple of local_size {lsize}")
         checked, buffers = self._check_args(program, args, where)
-        # the event keeps the native memory alive, not the Buffer objects: a Buffer records its latest
-        # event, and a Buffer <-> Event cycle would leave native objects to the cycle collector's order
-        return self._submit(program.label,
-                            lambda waits: self._launch(program, checked, gsize, lsize, waits),
-                            wait, (program, [b.handle for b in buffers]), buffers)
+        return checked, gsize, lsize, buffers
+
+    # -- recordings ------------------------------------------------------------------
+    def record(self) -> "Recording":
+        """A new recording: launches and copies checked once, replayed as one submission."""
+        from .recording import Recording
+
+        self._check_open()
+        return Recording(self)
+
+    def _build_recording(self, items: list[Any]) -> Any:
+        """The native form of recorded items (default: the items, replayed one submission each)."""
+        return list(items)
+
+    def _replay_recording(self, native: Any, waits: list[Event]) -> Event:
+        """Submit a recording's native form after ``waits`` (native events); returns the last item's event."""
+        event: Event | None = None
+        for item in native:
+            if item.kind == "launch":
+                event = self._launch(item.program, item.args, item.global_size, item.local_size, waits)
+            elif item.kind == "copy":
+                event = self.pool._copy(item.dst, item.src, waits)
+            else:
+                event = item.fn.native(*item.call_args, waits)
+            waits = [event]
+        return event if event is not None else CompletedEvent("empty replay", device=self)
+
+    def _release_recording(self, native: Any) -> None:
+        """Free a recording's native objects once submitted replays have finished."""
 
     def _check_args(self, program: Program, args: Sequence[Any], where: str) -> tuple[list[Any], list[Buffer]]:
         if type(args) not in (list, tuple):

@@ -262,14 +262,17 @@ class MemoryPool:
 
     def copy(self, dst: Buffer, src: Buffer, wait: Sequence[Event] = ()) -> Event:
         """Copy ``src`` into ``dst``, both of this pool and of the same size, not overlapping."""
+        self._check_copy(dst, src)
+        return self.device._submit(f"copy {src.nbytes} B on {self.device.id}",
+                                   lambda waits: self._copy(dst, src, waits), wait, (), (dst, src))
+
+    def _check_copy(self, dst: Buffer, src: Buffer) -> None:
         self._check_own(dst, "copy (destination)")
         self._check_own(src, "copy (source)")
         if dst.nbytes != src.nbytes:
             raise InvalidArgument(f"copy: destination has {dst.nbytes} bytes, source has {src.nbytes}")
         if dst.root is src.root and dst.offset < src.offset + src.nbytes and src.offset < dst.offset + dst.nbytes:
             raise InvalidArgument("copy: source and destination overlap")
-        return self.device._submit(f"copy {src.nbytes} B on {self.device.id}",
-                                   lambda waits: self._copy(dst, src, waits), wait, (), (dst, src))
 
     def _check_own(self, buffer: Any, where: str) -> None:
         if not isinstance(buffer, Buffer):

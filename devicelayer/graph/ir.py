@@ -192,10 +192,12 @@ class Graph:
         return [n for n in self.order() if id(n) in live]
 
     def compile(self, devices: Any = "auto", placement: dict[str, Any] | None = None, strict: bool = False,
-                policy: str = "fill") -> Any:
+                policy: str = "fill", record: bool = True) -> Any:
         """Prepare an ExecutionPlan: placement (explicit ``placement`` wins), transfers, memory, kernels.
 
         ``devices`` is "auto" (every device, in preference order) or a list of ids/devices.
+        ``record`` replays each same-device run of nodes as one recorded submission (CUDA graph,
+        one command buffer); ``record=False`` submits node by node.
         """
         from ..registry import device as find, devices as every
         from .plan import ExecutionPlan
@@ -208,7 +210,7 @@ class Graph:
             chosen = [find(devices)]
         if not chosen:
             raise GraphError("compile: no devices")
-        return ExecutionPlan(self, chosen, placement, strict, policy)
+        return ExecutionPlan(self, chosen, placement, strict, policy, record)
 
     def __repr__(self) -> str:
         return f"<Graph {self.name}: {len(self.nodes)} nodes, {len(self.inputs)} inputs, {len(self.outputs)} outputs>"

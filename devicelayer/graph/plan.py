@@ -57,6 +57,7 @@ class Prepared:
     transfers: int
     devices: list[Device]
     roots: dict[int, int] = field(default_factory=dict)
+    replay: Any = None  # the recorded form (graph/replay.py), built on the first recorded run
 
 
 def infer_types(graph: Graph, nodes: Sequence[Node], inputs: Mapping[str, TensorType]) -> dict[int, TensorType]:
@@ -85,12 +86,13 @@ class ExecutionPlan:
     """A compiled graph: ``plan(x=array)`` returns a dict of NumPy outputs; ``plan.run`` works on device Tensors."""
 
     def __init__(self, graph: Graph, devices: Sequence[Device], placement: Mapping[str, Any] | None,
-                 strict: bool, policy: str) -> None:
+                 strict: bool, policy: str, record: bool = True) -> None:
         self.graph = graph
         self.devices = list(devices)
         self._explicit = dict(placement or {})
         self._strict = strict
         self._policy = policy
+        self._record = record
         self._nodes = graph.needed()
         self._version = graph.version
         self._cache: dict[tuple, Prepared] = {}
@@ -278,6 +280,8 @@ class ExecutionPlan:
     # -- running ---------------------------------------------------------------------------------
     def __call__(self, profile: bool = False, **inputs: Any) -> dict[str, np.ndarray]:
         """Run with NumPy inputs (by name); returns every output as a NumPy array."""
+        if self._record and not profile:
+            return self._locked(inputs, profile, True)
         tensors = self.run(inputs, profile=profile)
         arrays = {name: t.numpy() for name, t in tensors.items()}
         fed = {id(x.buffer) for x in inputs.values() if isinstance(x, Tensor)}
@@ -291,15 +295,50 @@ class ExecutionPlan:
 
         The caller owns the returned Tensors: ``tensor.device.pool.free(tensor.buffer)`` when done.
         """
+        return self._locked(inputs, profile, False)
+
+    def _locked(self, inputs: Mapping[str, Any], profile: bool, to_numpy: bool) -> dict[str, Any]:
         if self.graph.version != self._version:
             raise GraphError("the graph changed after it was compiled; compile it again")
         if not self._busy.acquire(blocking=False):
             raise GraphError("this plan is already running in another thread; plans run one at a time "
                              "(compile a second plan to run concurrently)")
         try:
+            if self._record and not profile:
+                return self._replay(inputs, to_numpy)
             return self._run(inputs, profile)
         finally:
             self._busy.release()
+
+    def _replay(self, inputs: Mapping[str, Any], to_numpy: bool) -> dict[str, Any]:
+        """A run through the recorded form of the prepared plan (one submission per same-device segment)."""
+        from . import replay
+
+        feeds, in_types = self._feeds(inputs)
+        prepared = self._prepare(in_types)
+        if prepared.replay is None:
+            prepared.replay = replay.build(prepared, self.graph)
+        node_events: list[tuple[Node, Event]] = []
+        t_start = time.perf_counter()
+        results: dict[str, Any] = {}
+        try:
+            results = replay.run(prepared.replay, feeds, prepared.types, to_numpy, self.devices, node_events)
+            self.last_submit_seconds = time.perf_counter() - t_start
+            if not to_numpy:
+                self._await(results, node_events)
+        except EventError as exc:
+            self._free_results(results)
+            self._raise_failed(node_events, exc)
+        except BaseException:
+            self._free_results(results)
+            raise
+        return results
+
+    @staticmethod
+    def _free_results(results: Mapping[str, Any]) -> None:
+        for t in results.values():
+            if isinstance(t, Tensor) and not t.buffer.freed and t.buffer.base is None:
+                t.device.pool.free(t.buffer)
 
     def _feeds(self, inputs: Mapping[str, Any]) -> tuple[dict[int, Any], dict[str, TensorType]]:
         expected = {v.name: v for v in self.graph.inputs}
@@ -450,13 +489,17 @@ class ExecutionPlan:
             for t in results.values():
                 t.ready.wait()
         except EventError as exc:
-            for node, ev in node_events:
-                if ev.done and ev.error is not None and not str(ev.error).count("dependency"):
-                    raise GraphError(f"node {node.name!r} ({node.op}) failed: {ev.error}") from ev.error
-            for node, ev in node_events:
-                if ev.done and ev.error is not None:
-                    raise GraphError(f"node {node.name!r} ({node.op}) failed: {ev.error}") from ev.error
-            raise GraphError(f"run failed: {exc}") from exc
+            self._raise_failed(node_events, exc)
+
+    @staticmethod
+    def _raise_failed(node_events: list[tuple[Node, Event]], exc: EventError) -> None:
+        """Raise the GraphError naming the node a failure started at."""
+        failed = [(node, ev) for node, ev in node_events if ev.done and ev.error is not None]
+        named = [(n, e) for n, e in failed if f"node {n.name!r}" in str(e.error)]  # a recorded item's label
+        first = [(n, e) for n, e in failed if "dependency" not in str(e.error)]
+        for node, ev in (named or first or failed)[:1]:
+            raise GraphError(f"node {node.name!r} ({node.op}) failed: {ev.error}") from ev.error
+        raise GraphError(f"run failed: {exc}") from exc
 
     # -- reports --------------------------------------------------------------------------------
     def placement_table(self) -> list[dict[str, str]]:
@@ -511,6 +554,8 @@ class ExecutionPlan:
 
 def _release_prepared(cache: dict[tuple, Prepared]) -> None:
     for prepared in cache.values():
+        if prepared.replay is not None:
+            prepared.replay.release()
         for arena in prepared.arenas.values():
             if not arena.freed:
                 arena.pool.free(arena)

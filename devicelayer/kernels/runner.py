@@ -15,6 +15,7 @@ from ..device import Device, Program
 from ..errors import InvalidArgument, UnsupportedOp
 from ..events import CompletedEvent, Event
 from ..memory import Buffer
+from ..recording import Recording
 from ..tensors import Tensor
 from .op import Alias, Launch, Op, Plan, TensorType, get
 from .render import render
@@ -108,19 +109,15 @@ def programs(op: Op, device: Device, plan: Plan, ins: Sequence[TensorType], outs
     return progs
 
 
-def execute(op: Op, device: Device, plan: Plan, ins: Sequence[TensorType], outs: Sequence[TensorType],
-            attrs: dict[str, Any], in_bufs: Sequence[Buffer], out_bufs: Sequence[Buffer | None],
-            temp_bufs: Sequence[Buffer], wait: Sequence[Event], compiled: Sequence[Any] | None = None) -> Event:
-    """Launch ``plan`` with these buffers after ``wait``; returns the event of the last step.
-
-    ``compiled`` (from ``programs``) skips the compile-cache lookups of prepared plans.
-    """
-    event: Event | None = None
-    waits = list(wait)
+def _work(op: Op, device: Device, plan: Plan, ins: Sequence[TensorType], outs: Sequence[TensorType],
+          attrs: dict[str, Any], in_bufs: Sequence[Buffer], out_bufs: Sequence[Buffer | None],
+          temp_bufs: Sequence[Buffer], compiled: Sequence[Any] | None) -> list[tuple]:
+    """The plan's work with these buffers, in order: ("launch", program, args, global, local) or ("call", fn)."""
+    work: list[tuple] = []
     for k, step in enumerate(plan.steps):
         if isinstance(step, _HostStep):
             prog = compiled[k] if compiled is not None else _host_program(device, op, ins, outs, attrs)
-            event = device.launch(prog, [*in_bufs, *out_bufs], 1, wait=waits)
+            work.append(("launch", prog, [*in_bufs, *out_bufs], 1, None))
         elif isinstance(step, Launch):
             prog = compiled[k] if compiled is not None else program_for(device, step.spec)
             args = []
@@ -131,13 +128,40 @@ def execute(op: Op, device: Device, plan: Plan, ins: Sequence[TensorType], outs:
                                 else temp_bufs[index])
                 else:
                     args.append(a)
-            event = device.launch(prog, args, step.global_size, step.local_size, wait=waits)
+            work.append(("launch", prog, args, step.global_size, step.local_size))
         elif isinstance(step, _VendorStep):
-            event = step.fn(ins, outs, attrs, in_bufs, out_bufs, waits)
+            work.append(("call", step.fn))
+        # Alias: the output is the input's storage; nothing to do
+    return work
+
+
+def execute(op: Op, device: Device, plan: Plan, ins: Sequence[TensorType], outs: Sequence[TensorType],
+            attrs: dict[str, Any], in_bufs: Sequence[Buffer], out_bufs: Sequence[Buffer | None],
+            temp_bufs: Sequence[Buffer], wait: Sequence[Event], compiled: Sequence[Any] | None = None) -> Event:
+    """Launch ``plan`` with these buffers after ``wait``; returns the event of the last step.
+
+    ``compiled`` (from ``programs``) skips the compile-cache lookups of prepared plans.
+    """
+    event: Event | None = None
+    waits = list(wait)
+    for w in _work(op, device, plan, ins, outs, attrs, in_bufs, out_bufs, temp_bufs, compiled):
+        if w[0] == "launch":
+            event = device.launch(w[1], w[2], w[3], w[4], wait=waits)
         else:
-            continue  # Alias: the output is the input's storage
+            event = w[1](ins, outs, attrs, in_bufs, out_bufs, waits)
         waits = [event]  # in order on the device; the explicit wait keeps it true across devices too
     return event if event is not None else CompletedEvent(f"{op.name} (no work)", device=device)
+
+
+def record(recording: Recording, op: Op, plan: Plan, ins: Sequence[TensorType], outs: Sequence[TensorType],
+           attrs: dict[str, Any], in_bufs: Sequence[Buffer], out_bufs: Sequence[Buffer],
+           temp_bufs: Sequence[Buffer], compiled: Sequence[Any] | None, label: str) -> None:
+    """Record ``plan`` with these buffers into ``recording`` (each item labelled ``label``)."""
+    for w in _work(op, recording.device, plan, ins, outs, attrs, in_bufs, out_bufs, temp_bufs, compiled):
+        if w[0] == "launch":
+            recording.launch(w[1], w[2], w[3], w[4], label=label)
+        else:
+            recording.call(w[1], (ins, outs, attrs, in_bufs, out_bufs), [*in_bufs, *out_bufs, *temp_bufs], label)
 
 
 def run(name: str, inputs: Sequence[Tensor], out: Sequence[Tensor] | None = None, **attrs: Any) -> list[Tensor]:

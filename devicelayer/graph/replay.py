@@ -1,0 +1,191 @@
+"""Recorded plans: each run of consecutive nodes on one device is one recording, replayed as one submission.
+
+Inputs and outputs get buffers of their own, bound once, so every argument is
+fixed and a run is: upload the inputs, replay the recordings (with the copies
+between devices in between), read the outputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..device import Device
+from ..errors import DeviceLayerError, GraphError
+from ..events import Event
+from ..kernels.op import get
+from ..kernels.runner import record
+from ..memory import Buffer
+from ..recording import Recording
+from ..tensors import Tensor
+from ..transfer import copy_between
+from .ir import Node
+
+
+@dataclass
+class Segment:
+    """Consecutive nodes of one device, recorded together."""
+
+    device: Device
+    nodes: list[Node] = field(default_factory=list)
+    reads: list[tuple[int, int]] = field(default_factory=list)  # (value, device) keys made outside the segment
+    writes: list[tuple[int, int]] = field(default_factory=list)
+    recording: Recording | None = None
+
+
+@dataclass
+class Replay:
+    """A prepared plan in recorded form: bound input/output buffers and the work in submission order."""
+
+    io: dict[tuple[int, int], Buffer]
+    bufs: dict[tuple[int, int], Buffer]  # every (value, device) buffer: arena views and the bound ones
+    work: list[Any]  # Steps ("input", "copy") and Segments, in order
+    outputs: dict[str, tuple[Any, Device]]  # output name -> (value, device holding it)
+
+    def release(self) -> None:
+        """Free the bound buffers and the recordings."""
+        for item in self.work:
+            if isinstance(item, Segment) and item.recording is not None:
+                item.recording.release()
+        for buf in self.io.values():
+            if not buf.freed:
+                buf.pool.free(buf)
+        self.io.clear()
+
+
+def _nbytes(t: Any) -> int:
+    return max(t.size * t.dtype.itemsize, t.dtype.itemsize)
+
+
+def build(prepared: Any, graph: Any) -> Replay:
+    """Record ``prepared`` (a plan's Prepared): bind input/output buffers, record each same-device run of nodes."""
+    types = prepared.types
+    bufs = dict(prepared.bufs)
+    io: dict[tuple[int, int], Buffer] = {}
+    by_id = {id(d): d for d in prepared.devices}
+    try:
+        for key, buf in prepared.bufs.items():
+            if buf is None:
+                t = types[key[0]]
+                io[key] = bufs[key] = by_id[key[1]].pool.allocate(_nbytes(t), t.dtype)
+        steps = [s for s in prepared.steps if s.kind == "input"] + \
+                [s for s in prepared.steps if s.kind in ("copy", "node")]
+        work: list[Any] = []
+        for s in steps:
+            if s.kind != "node":
+                work.append(s)
+                continue
+            seg = work[-1] if work and isinstance(work[-1], Segment) and work[-1].device is s.device else None
+            if seg is None:
+                seg = Segment(s.device)
+                seg.recording = s.device.record()
+                work.append(seg)
+            _record_node(seg, s, types, bufs, prepared.temps)
+        for item in work:
+            if isinstance(item, Segment):
+                item.recording.finish()
+    except DeviceLayerError as exc:
+        for buf in io.values():
+            buf.pool.free(buf)
+        raise GraphError(f"recording the plan failed: {exc}") from exc
+    outputs = {}
+    for name, v in graph.outputs.items():
+        home = next((s.device for s in prepared.steps if s.kind == "output" and s.value is v), None)
+        outputs[name] = (v, home)
+    return Replay(io, bufs, work, outputs)
+
+
+def _record_node(seg: Segment, step: Any, types: Mapping[int, Any], bufs: Mapping[tuple[int, int], Buffer],
+                 temps: Mapping[int, list[Buffer]]) -> None:
+    node, dev = step.node, step.device
+    written = set(seg.writes)
+    in_keys = [(id(v), id(dev)) for v in node.inputs]
+    for k, v in zip(in_keys, node.inputs):
+        if v.constant is None and k not in written and k not in seg.reads:
+            seg.reads.append(k)
+    out_bufs = [bufs[(id(v), id(dev))] for v in node.outputs]
+    rec = seg.recording
+    record(rec, get(node.op), step.op_plan, [types[id(v)] for v in node.inputs],
+           [types[id(v)] for v in node.outputs], node.attrs, [bufs[k] for k in in_keys], out_bufs,
+           temps.get(id(node), []), step.compiled, f"node {node.name!r} ({node.op})")
+    for i, j in step.copies:
+        n = types[id(node.outputs[j])].size * types[id(node.outputs[j])].dtype.itemsize
+        if n:
+            rec.copy(out_bufs[j].view(0, n), bufs[in_keys[i]].view(0, n), label=f"node {node.name!r} ({node.op})")
+    seg.nodes.append(node)
+    seg.writes.extend((id(v), id(dev)) for v in node.outputs)
+
+
+def run(replay: Replay, feeds: Mapping[int, Any], types: Mapping[int, Any], to_numpy: bool,
+        devices: list[Device], node_events: list[tuple[Node, Event]]) -> dict[str, Any]:
+    """One run: NumPy arrays (``to_numpy``) or caller-owned Tensors by output name; appends each node's event."""
+    ready: dict[tuple[int, int], Event] = {}
+    last: dict[int, Event] = {}
+
+    def after(*devs: Device) -> list[Event]:
+        return [last[id(d)] for d in devs if id(d) in last]
+
+    io = replay.io
+    for item in replay.work:
+        if isinstance(item, Segment):
+            dev = item.device
+            ev = item.recording.replay([ready[k] for k in item.reads if k in ready] + after(dev))
+            for k in item.writes:
+                ready[k] = ev
+            last[id(dev)] = ev
+            node_events.extend((n, ev) for n in item.nodes)
+            continue
+        dev, v = item.device, item.value
+        key = (id(v), id(dev))
+        n = types[id(v)].size * types[id(v)].dtype.itemsize
+        if not n:
+            continue
+        if item.kind == "input":
+            x = feeds[id(v)]
+            dst = io[key].view(0, n)
+            if isinstance(x, Tensor):
+                ready[key] = copy_between(dst, x.buffer.view(0, n), [x.ready] + after(dev))
+            else:
+                ready[key] = dev.pool.upload(dst.view(0, n, x.dtype), x, after(dev))
+            last[id(dev)] = ready[key]
+        else:  # copy between devices
+            src_key = (id(v), id(item.source))
+            ready[key] = copy_between(replay.bufs[key].view(0, n), replay.bufs[src_key].view(0, n),
+                                      [e for e in [ready.get(src_key)] if e is not None] + after(dev, item.source))
+            last[id(dev)] = last[id(item.source)] = ready[key]
+    return _collect(replay, feeds, types, ready, to_numpy, devices)
+
+
+def _collect(replay: Replay, feeds: Mapping[int, Any], types: Mapping[int, Any],
+             ready: dict[tuple[int, int], Event], to_numpy: bool, devices: list[Device]) -> dict[str, Any]:
+    from .plan import _host_tensor
+
+    results: dict[str, Any] = {}
+    pending: list[Event] = []
+    for name, (v, home) in replay.outputs.items():
+        t = types[id(v)]
+        if home is None:  # an input or constant returned as is
+            x = feeds.get(id(v), v.constant)
+            if to_numpy:
+                results[name] = x.numpy() if isinstance(x, Tensor) else np.array(x)
+            else:
+                results[name] = x if isinstance(x, Tensor) else _host_tensor(np.array(x), devices)
+            continue
+        key = (id(v), id(home))
+        src = replay.io[key]
+        n = t.size * t.dtype.itemsize
+        waits = [ready[key]] if key in ready else []
+        if to_numpy:
+            out = np.empty(t.shape, t.dtype)
+            if n:
+                pending.append(home.pool.download(src.view(0, n, t.dtype), out.reshape(-1), waits))
+            results[name] = out
+        else:
+            buf = home.pool.allocate(_nbytes(t), t.dtype)
+            ev = home.pool.copy(buf.view(0, n), src.view(0, n), waits) if n else None
+            results[name] = Tensor(buf, t.shape, t.dtype, ev)
+    for e in pending:
+        e.wait()
+    return results
