@@ -51,6 +51,7 @@ DLPack
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -65,6 +66,8 @@ from devicelayer.info import DeviceInfo
 from devicelayer.memory import Buffer, MemoryPool
 from devicelayer.registry import Backend
 from devicelayer.signature import Signature, c_signature
+
+from . import cuda_blas
 
 try:
     import cupy
@@ -427,6 +430,7 @@ class CudaDevice(Device):
         self._mark_lock = threading.Lock()
         self._geometry: dict[tuple[int, ...], tuple[tuple[int, ...], tuple[int, ...]]] = {}
         self.capture_failures: list[str] = []  # why recordings fell back to item-by-item replay
+        self._blas_handle: cuda_blas.Blas | None = None
 
     # -- helpers --------------------------------------------------------------------------
     def _enter(self, label: str) -> _Enter:
@@ -497,10 +501,25 @@ class CudaDevice(Device):
                 raise self._fault(f"compile {entry}", exc) from exc
         return (function, f"launch {entry} on {self.id}", module, kernel), c_signature(source, entry)
 
+    def _blas(self) -> cuda_blas.Blas:
+        """This device's cuBLAS handle (made on first use, with a workspace of its own)."""
+        if self._blas_handle is None:
+            with self._mark_lock, self.cu_device:
+                if self._blas_handle is None:
+                    lib = cuda_blas.library()
+                    if lib is None:
+                        raise LaunchError(f"{self.id}: the cuBLAS library was not found")
+                    self._blas_handle = cuda_blas.Blas(lib, self.pool.cupy_pool.malloc(cuda_blas.WORKSPACE))
+        return self._blas_handle
+
     def vendor_op(self, name: str) -> Any:
-        """cuBLAS (through CuPy) for matmul and gemm; the op kernels for everything else."""
+        """cuBLAS (through CuPy) for matmul, gemm and ungrouped convolution; the op kernels for everything else."""
+        if cuda_blas.library() is None:
+            return None
         if name in ("matmul", "gemm"):
-            return _VendorGemm(self, name)
+            return _VendorGemm(self, name, "cuBLAS")
+        if name == "conv":
+            return _VendorConv(self, name, "im2col + cuBLAS")
         return None
 
     def _release_program(self, program: Program) -> None:
@@ -569,7 +588,7 @@ class CudaDevice(Device):
             stream = cupy.cuda.Stream(non_blocking=True)
             error: BaseException | None = None
             with cupy.cuda.using_allocator(pool.malloc):
-                stream.begin_capture()
+                stream.begin_capture(cupy.cuda.runtime.streamCaptureModeRelaxed)
                 try:
                     for item in items:
                         if item.kind == "launch":
@@ -648,12 +667,12 @@ def _cupy_view(buffer: Buffer, t: Any, index: int) -> "cupy.ndarray":
     return cupy.ndarray(t.shape, t.dtype, cupy.cuda.MemoryPointer(mem, 0))
 
 
-class _VendorGemm:
-    """matmul / gemm through cuBLAS (CuPy) on the device's stream; ``enqueue`` puts it on any stream (capture)."""
+class _Vendor:
+    """Work done by a vendor library through CuPy on the device's stream; ``enqueue`` puts it on any stream."""
 
-    def __init__(self, dev: "CudaDevice", name: str) -> None:
+    def __init__(self, dev: "CudaDevice", name: str, library: str) -> None:
         self.dev, self.name = dev, name
-        self.label = f"{name} (cuBLAS) on {dev.id}"
+        self.label = f"{name} ({library}) on {dev.id}"
 
     def __call__(self, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any, wait: Any) -> Event:
         # _submit keeps deferred (cross-device) waits and the device's in-order backlog correct
@@ -668,29 +687,106 @@ class _VendorGemm:
             for w in natives:  # this device's events are on this stream: its order implies them
                 if w.device is not dev and not w._done:
                     stream.wait_event(w._nat())  # type: ignore[attr-defined]
-            self.enqueue(stream, ins, outs, attrs, in_bufs, out_bufs)
+            with cupy.cuda.using_allocator(dev.pool.cupy_pool.malloc):  # scratch counts against the device
+                self.enqueue(stream, ins, outs, attrs, in_bufs, out_bufs)
             return dev._record(self.label, keepalive=(tuple(in_bufs), tuple(out_bufs)))
 
     def enqueue(self, stream: Any, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> None:
+        """Queue the work on ``stream`` (the device is current)."""
+        raise NotImplementedError
+
+
+class _VendorGemm(_Vendor):
+    """matmul / gemm through cuBLAS."""
+
+    def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
+        """Floating-point products of non-empty operands (integer ones use the op's kernels)."""
+        return ins[0].dtype in cuda_blas.DTYPES and all(t.size > 0 for t in (*ins, *outs))
+
+    def enqueue(self, stream: Any, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> None:
         """Queue the product on ``stream`` (the device is current)."""
+        blas, dtype = self.dev._blas(), outs[0].dtype
+        a, b, y = (_address(x) for x in (in_bufs[0], in_bufs[1], out_bufs[0]))
+        if self.name == "matmul":
+            cuda_blas.matmul(blas, stream.ptr, dtype, ins[0].shape, ins[1].shape, a, b, y)
+            return
+        ta, tb = attrs["transA"], attrs["transB"]
+        (m, k), n = (ins[0].shape[::-1] if ta else ins[0].shape), (ins[1].shape[0] if tb else ins[1].shape[1])
+        alpha = attrs["alpha"] if len(ins) == 2 else 1.0
+        blas.gemm(stream.ptr, dtype, ta, tb, m, n, k, alpha, a, m if ta else k, 0, b, k if tb else n, 0, 0.0,
+                  y, n, 0, 1)
+        if len(ins) == 3:
+            with stream:
+                _axpby()(_cupy_view(in_bufs[2], ins[2], self.dev.index), np.float32(attrs["alpha"]),
+                         np.float32(attrs["beta"]), _cupy_view(out_bufs[0], outs[0], self.dev.index))
+
+
+_IM2COL = None
+
+
+def _im2col() -> Any:
+    """col (K, P) of one image: x at each kernel position and output position, zero where padded (1-3-D)."""
+    global _IM2COL
+    if _IM2COL is None:
+        _IM2COL = cupy.ElementwiseKernel(
+            "raw T x, int64 base, int32 ID, int32 IH, int32 IW, int32 KD, int32 KH, int32 KW, int32 OD, int32 OH, "
+            "int32 OW, int32 SD, int32 SH, int32 SW, int32 PD, int32 PH, int32 PW, int32 DD, int32 DH, int32 DW",
+            "T col",
+            """
+            long long r = i;
+            int ow = r % OW; r /= OW; int oh = r % OH; r /= OH; int od = r % OD; r /= OD;
+            int kw = r % KW; r /= KW; int kh = r % KH; r /= KH; int kd = r % KD; r /= KD;
+            long long c = r;
+            int zd = od * SD - PD + kd * DD, zh = oh * SH - PH + kh * DH, zw = ow * SW - PW + kw * DW;
+            bool inside = zd >= 0 && zd < ID && zh >= 0 && zh < IH && zw >= 0 && zw < IW;
+            col = inside ? x[base + ((c * ID + zd) * IH + zh) * IW + zw] : (T)0;
+            """, "devicelayer_im2col")
+    return _IM2COL
+
+
+_BIAS = None
+
+
+def _bias() -> Any:
+    global _BIAS
+    if _BIAS is None:
+        _BIAS = cupy.ElementwiseKernel("raw T b, int32 P, int32 M", "T y", "y = y + b[(i / P) % M]",
+                                       "devicelayer_conv_bias")
+    return _BIAS
+
+
+class _VendorConv(_Vendor):
+    """Ungrouped convolution: per image, im2col then one cuBLAS GEMM, Y (M, P) = W (M, K) @ col (K, P)."""
+
+    def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
+        """Float convolutions without groups (grouped and depthwise ones use the op's kernels)."""
+        return attrs["group"] == 1 and ins[0].dtype in cuda_blas.DTYPES and all(t.size > 0 for t in (*ins, *outs))
+
+    def enqueue(self, stream: Any, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> None:
         index = self.dev.index
+        xt, wt, yt = ins[0], ins[1], outs[0]
+        nd = len(xt.shape) - 2
+        N, C, M = xt.shape[0], xt.shape[1], wt.shape[0]
+        pad3 = (1,) * (3 - nd)
+        in3, k3, out3 = pad3 + xt.shape[2:], pad3 + wt.shape[2:], pad3 + yt.shape[2:]
+        s3, d3 = pad3 + tuple(attrs["strides"]), pad3 + tuple(attrs["dilations"])
+        p3 = (0,) * (3 - nd) + tuple(attrs["pads"][:nd])
+        K, P, image = C * math.prod(k3), math.prod(out3), C * math.prod(in3)
+        pointwise = all(k == 1 for k in k3) and all(s == 1 for s in s3) and not any(attrs["pads"])
+        blas, size = self.dev._blas(), xt.dtype.itemsize
+        x, w, y = (_address(b) for b in (in_bufs[0], in_bufs[1], out_bufs[0]))
         with stream:
-            a = _cupy_view(in_bufs[0], ins[0], index)
-            b = _cupy_view(in_bufs[1], ins[1], index)
-            y = _cupy_view(out_bufs[0], outs[0], index)
-            if self.name == "gemm":
-                a = a.T if attrs["transA"] else a
-                b = b.T if attrs["transB"] else b
-            if y.ndim == 0:  # 1-D . 1-D
-                y[...] = cupy.dot(a, b)
-            else:
-                cupy.matmul(a, b, out=y)
-            if self.name == "gemm":
-                alpha, beta = attrs["alpha"], attrs["beta"]
-                if len(ins) == 3:
-                    _axpby()(_cupy_view(in_bufs[2], ins[2], index), np.float32(alpha), np.float32(beta), y)
-                elif alpha != 1.0:
-                    y *= y.dtype.type(alpha)
+            col = None if pointwise else cupy.empty((K, P), xt.dtype)
+            xs = None if pointwise else _cupy_view(in_bufs[0], xt, index)
+            for n in range(N):  # per image: Y (M, P) = W (M, K) @ col (K, P)
+                if col is not None:
+                    _im2col()(xs, n * image, *in3, *k3, *out3, *s3, *p3, *d3, col)
+                blas.gemm(stream.ptr, xt.dtype, False, False, M, P, K, 1.0, w, K, 0,
+                          x + n * image * size if col is None else col.data.ptr, P, 0, 0.0, y + n * M * P * size,
+                          P, 0, 1)
+            if len(ins) == 3:
+                _bias()(_cupy_view(in_bufs[2], ins[2], index), np.int32(P), np.int32(M),
+                        _cupy_view(out_bufs[0], yt, index))
 
 
 class _Captured:
@@ -698,6 +794,11 @@ class _Captured:
 
     def __init__(self, graph: Any, pool: Any, stream: Any, programs: list) -> None:
         self.graph, self.pool, self.stream, self.programs = graph, pool, stream, programs
+
+
+def _address(buffer: Buffer) -> int:
+    """The device address of a buffer (or view)."""
+    return buffer.handle.ptr + buffer.offset
 
 
 def _pointer(buffer: Buffer) -> Any:

@@ -559,6 +559,15 @@ class VulkanPool(MemoryPool):
     def _copy(self, dst: Buffer, src: Buffer, waits: list[Event]) -> Event:
         return self.device.copy(dst, src)
 
+    def host_array(self, shape: Any, dtype: Any = np.float32) -> np.ndarray:
+        """Host-visible Vulkan memory as a NumPy array: transfers to and from it are one GPU copy, no memcpy."""
+        dev = self.device
+        if dev.mapped:
+            return super().host_array(shape, dtype)
+        dt = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64))
+        return dev.host_array(max(count * dt.itemsize, 1), dt)[:count].reshape(shape)
+
 
 # -- device --------------------------------------------------------------------------------------------------------
 class VulkanDevice(Device):
@@ -699,11 +708,13 @@ class VulkanDevice(Device):
                  | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
         self.heap = Heap(self, plan["device_type"], usage, block_size, self.mapped, "device", align)
         self.staging = None
+        self._host_ranges: dict[int, Allocation] = {}  # host arrays: start address -> staging allocation
         if not self.mapped:
             sh = Heap(self, plan["staging_type"], vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
                       | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT, STAGING_CHUNK, True, "staging", align)
             self._staging_heap = sh
-            self.staging = sh.new_block(STAGING_CHUNK)
+            self.staging = sh.new_block(STAGING_CHUNK, dedicated=True)
+            self.staging.alloc(STAGING_CHUNK)  # all of it taken: host arrays come from other blocks of the heap
         # threads: host steps in timeline order; completion of watched events
         self._steps: queue.SimpleQueue = queue.SimpleQueue()
         self._worker = threading.Thread(target=self._work, name=f"devicelayer-{self.id}-worker", daemon=True)
@@ -901,12 +912,43 @@ class VulkanDevice(Device):
         a = buffer.handle
         return a.block, a.offset + buffer.offset
 
+    # ---- host arrays: staging-type memory handed to NumPy ----------------------------------------------------------
+    def host_array(self, nbytes: int, dtype: np.dtype) -> np.ndarray:
+        """A 1-D array of ``nbytes`` bytes in host-visible memory of this device (freed with its last view)."""
+        with self._lock:
+            self._check_open()
+            a = self._staging_heap.alloc(nbytes)
+            start = a.block.addr + a.offset
+            self._host_ranges[start] = a
+        raw = (ctypes.c_uint8 * nbytes).from_address(start)
+        weakref.finalize(raw, self._release_host, start)
+        return np.frombuffer(raw, np.uint8).view(dtype)
+
+    def _release_host(self, start: int) -> None:
+        with self._lock:
+            a = self._host_ranges.pop(start, None)
+            if a is not None and self.handle is not None:
+                self._after(self._last, lambda: self._staging_heap.release(a))
+
+    def _host_range(self, data: np.ndarray, n: int):
+        """(VkBuffer, offset) when ``data`` lies in one of this device's host arrays, else None (lock held)."""
+        if not self._host_ranges:
+            return None
+        ptr = data.ctypes.data
+        for start, a in self._host_ranges.items():
+            if start <= ptr and ptr + n <= start + a.nbytes:
+                return a.block.buffer, a.offset + (ptr - start)
+        return None
+
     def upload(self, buffer: Buffer, data: np.ndarray) -> VulkanEvent:
         blk, off = self._where(buffer)
         n = buffer.nbytes
         label = f"upload {n} B to {self.id}"
         with self._lock:
-            if self.mapped:
+            direct = None if self.mapped else self._host_range(data, n)
+            if direct is not None:
+                v = self._copy_cmd(direct[0], direct[1], blk.buffer, off, n)
+            elif self.mapped:
                 dst = blk.addr + off
                 v = self._host_step(lambda: ctypes.memmove(dst, data.ctypes.data, n), label)
             else:
@@ -920,7 +962,10 @@ class VulkanDevice(Device):
         n = buffer.nbytes
         label = f"download {n} B from {self.id}"
         with self._lock:
-            if self.mapped:
+            direct = None if self.mapped else self._host_range(data, n)
+            if direct is not None:
+                v = self._copy_cmd(blk.buffer, off, direct[0], direct[1], n)
+            elif self.mapped:
                 src = blk.addr + off
                 v = self._host_step(lambda: ctypes.memmove(data.ctypes.data, src, n), label)
             else:
@@ -1439,13 +1484,14 @@ class VulkanDevice(Device):
                 self._ds_cache.clear()
             if getattr(self, "heap", None) is not None:
                 self.heap.destroy()
-            if getattr(self, "staging", None) is not None:
-                self._staging_heap.destroy()
+            if getattr(self, "staging", None) is not None and not getattr(self, "_host_ranges", None):
+                self._staging_heap.destroy()  # (kept, with the device, while host arrays still map it)
             if getattr(self, "cmd_pool", None) is not None:
                 lib.vkDestroyCommandPool(dev, self.cmd_pool, ffi.NULL)
             if getattr(self, "semaphore", None) is not None:
                 lib.vkDestroySemaphore(dev, self.semaphore, ffi.NULL)
-            lib.vkDestroyDevice(dev, ffi.NULL)
+            if not getattr(self, "_host_ranges", None):
+                lib.vkDestroyDevice(dev, ffi.NULL)
             self.handle = None
 
 

@@ -4,8 +4,8 @@ onnxruntime and, when torch imports, PyTorch eager.
 
 There is no ONNX-to-PyTorch converter in the environment, so the PyTorch peer runs the *same* devicelayer
 Graph (after the ONNX front end's folding) through ``torch.nn.functional``, one call per node, eagerly
-on the GPU (cuDNN conv, cuBLAS matmul).  Times are per inference, median over the repetitions, outputs
-back on the host for every contestant (onnxruntime and devicelayer return NumPy; the PyTorch timing ends
+on the GPU (cuDNN conv, cuBLAS matmul; TF32 off, as devicelayer computes IEEE float32).  Times are per
+inference, median over the repetitions, inputs from and outputs back on the host for every contestant (onnxruntime and devicelayer return NumPy; the PyTorch timing ends
 at ``torch.cuda.synchronize`` with the output copied to the host).
 """
 
@@ -93,12 +93,13 @@ def _torch_runner(graph: Any, feeds: dict[str, np.ndarray], device: str):
         return None
     consts = {id(v): torch.as_tensor(np.ascontiguousarray(v.constant), device=dev)
               for v in graph.values.values() if v.constant is not None}
-    fed = {name: torch.as_tensor(x, device=dev) for name, x in feeds.items()}
+    torch.backends.cudnn.allow_tf32 = False  # IEEE float32 products, as devicelayer computes
+    torch.backends.cuda.matmul.allow_tf32 = False
 
     def run():
         env = dict(consts)
-        for v in graph.inputs:
-            env[id(v)] = fed[v.name]
+        for v in graph.inputs:  # inputs start on the host for every contestant
+            env[id(v)] = torch.as_tensor(feeds[v.name]).to(dev, non_blocking=False)
         with torch.no_grad():
             for n in nodes:
                 y = table[n.op]([env[id(v)] for v in n.inputs], n.attrs)

@@ -113,7 +113,9 @@ class Device:
         """A vendor-library implementation of op ``name`` (cuBLAS matmul...), or None to use the op's kernels.
 
         Called as ``fn(inputs, outputs, attrs, in_buffers, out_buffers, wait) -> Event`` with
-        TensorTypes, checked attributes and buffers of this device.
+        TensorTypes, checked attributes and buffers of this device.  ``fn.accepts(inputs, outputs,
+        attrs)``, where present, limits it to the cases it serves; ``fn.native(..., natives)``
+        (the work inside a submission) lets recordings hold it.
         """
         return None
 

@@ -309,3 +309,40 @@ def test_no_driver_is_reported_not_raised():
     assert out.returncode == 0, out.stderr
     assert "host" in out.stdout and "vulkan:" not in out.stdout.splitlines()[0]
     assert "Vulkan" in out.stdout.splitlines()[1]
+
+
+def test_host_arrays_transfer_by_one_gpu_copy(vdev, rng):
+    """On a staging device, host_array memory is host-visible Vulkan memory: transfers skip the memcpy."""
+    dev = private_device(vdev, force_staging=True)
+    try:
+        n = 10_001
+        host = dev.pool.host_array(n, np.float32)
+        assert host.shape == (n,) and host.dtype == np.float32
+        host[:] = rng.standard_normal(n).astype(np.float32)
+        want = host.copy()
+        buf = dev.pool.allocate(4 * n, np.float32)
+        host_steps = []
+        step = dev._host_step
+        dev._host_step = lambda fn, label: host_steps.append(label) or step(fn, label)
+        dev.pool.upload(buf, host).wait(30)
+        host[:] = np.nan  # poisoned: the download must write every element
+        dev.pool.download(buf, host).wait(30)
+        np.testing.assert_array_equal(host, want)
+        assert host_steps == []  # no memcpy through the staging block: one GPU copy each way
+        part = dev.pool.host_array((3, 7), np.int32)  # a second array, and a view into the middle of one
+        part[:] = np.arange(21, dtype=np.int32).reshape(3, 7)
+        small = dev.pool.allocate(4 * 7, np.int32)
+        dev.pool.upload(small, part[1]).wait(30)
+        got = np.empty(7, np.int32)
+        dev.pool.download(small, got).wait(30)  # an ordinary array still goes through the staging block
+        np.testing.assert_array_equal(got, np.arange(7, 14))
+        assert len(host_steps) == 1  # the ordinary array's download copied out of the staging block
+        ranges = len(dev._host_ranges)
+        del host, part
+        import gc
+        gc.collect()
+        assert len(dev._host_ranges) == ranges - 2  # freed with their last view
+        for b in (buf, small):
+            dev.pool.free(b)
+    finally:
+        dev.close()

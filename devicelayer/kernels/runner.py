@@ -79,7 +79,8 @@ def plan_for(op: Op, device: Device, ins: Sequence[TensorType], outs: Sequence[T
     if device.info.kernel_language == "python":
         return Plan([_HostStep()])
     vendor = device.vendor_op(op.name)
-    if vendor is not None:
+    accepts = getattr(vendor, "accepts", None)
+    if vendor is not None and (accepts is None or accepts(ins, outs, attrs)):
         return Plan([_VendorStep(vendor)])
     return op.plan(ins, outs, attrs, device.info)
 
