@@ -37,9 +37,45 @@ def is_spirv(source) -> bool:
 
 
 def cache_dir() -> Path:
-    """``~/.cache/devicelayer`` (``XDG_CACHE_HOME`` respected)."""
+    """``$DEVICELAYER_CACHE``, else ``$XDG_CACHE_HOME/devicelayer``, else ``~/.cache/devicelayer``."""
+    own = os.environ.get("DEVICELAYER_CACHE")
+    if own:
+        return Path(own)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "devicelayer"
+
+
+#: first bytes of a SPIR-V cache file; then sha256(key + SPIR-V), then the SPIR-V
+CACHE_MAGIC = b"DLSPIRV1"
+_CACHE_HEAD = len(CACHE_MAGIC) + 32
+
+
+def _cache_read(path: Path, key: str) -> bytes | None:
+    """The SPIR-V cached at ``path`` for ``key``; None when absent, truncated, corrupted or written for another key."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    spirv = data[_CACHE_HEAD:]
+    if data[:len(CACHE_MAGIC)] != CACHE_MAGIC or len(spirv) % 4 or not is_spirv(spirv):
+        return None
+    if hashlib.sha256(key.encode() + spirv).digest() != data[len(CACHE_MAGIC):_CACHE_HEAD]:
+        return None
+    return spirv
+
+
+def _cache_write(path: Path, key: str, spirv: bytes) -> None:
+    """Write the cache file whole or not at all: a private temporary file renamed over ``path``."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(CACHE_MAGIC + hashlib.sha256(key.encode() + spirv).digest() + spirv)
+        os.replace(tmp, path)
+    except OSError:  # a read-only cache only costs time
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
 
 
 # -- libshaderc (in process) ------------------------------------------------------------------------
@@ -140,6 +176,8 @@ def compiler_version() -> str:
 def compile_glsl(source: str, options=(), filename: str = "kernel.comp") -> bytes:
     """GLSL compute source -> SPIR-V, cached on disk by sha256(source, options, compiler version).
 
+    A cache file that is truncated, corrupted or not ours is ignored and written again.
+
     Options are glslc options (``-DNAME=VALUE``, ``-O0``...); libshaderc takes only ``-D`` and ``-O0``.
     Raises CompileError with the compiler's log.
     """
@@ -147,12 +185,9 @@ def compile_glsl(source: str, options=(), filename: str = "kernel.comp") -> byte
     version = compiler_version()
     key = hashlib.sha256("\0".join((source, *options, version, TARGET_ENV)).encode()).hexdigest()
     path = cache_dir() / "spirv" / f"{key}.spv"
-    try:
-        data = path.read_bytes()
-        if is_spirv(data):
-            return data
-    except OSError:
-        pass
+    cached = _cache_read(path, key)
+    if cached is not None:
+        return cached
     if version == "libshaderc":
         spirv = _compile_shaderc(source, options, filename)
     elif version:
@@ -160,13 +195,7 @@ def compile_glsl(source: str, options=(), filename: str = "kernel.comp") -> byte
     else:
         raise CompileError("no GLSL compiler: libshaderc does not load "
                            f"({shaderc_unavailable_reason}) and glslc is not on PATH")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_bytes(spirv)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only cache only costs time
+    _cache_write(path, key, spirv)
     return spirv
 
 

@@ -75,6 +75,7 @@ class _Registry:
                     continue
                 try:
                     backend = _instantiate(target)
+                    list(backend.devices())  # a backend that cannot list its devices is unusable too
                     loaded[name] = backend
                     for what, reason in backend.unavailable_devices():
                         unavailable.append(Unavailable(name, f"{what}: {reason}"))

@@ -1,0 +1,532 @@
+"""Faults: backends that fail to start, a kernel failing mid-graph, work that never completes, and disk caches
+that are corrupted or written by several processes at once.  The device tests run on every device present.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import struct
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import devicelayer as dl
+from devicelayer.kernels.op import OPS, Op, register
+from kernels import INCREMENT, source
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+
+
+# -- 1. a backend whose driver fails at start ----------------------------------------------------------------------
+BROKEN_PLUGIN = '''
+import devicelayer as dl
+
+
+class StartFails(dl.Backend):
+    name = "startfails"
+
+    def __init__(self):
+        raise RuntimeError("driver exploded at start: device 0 lost")
+
+
+class NoDriver(dl.Backend):
+    name = "nodriver"
+
+    def __init__(self):
+        raise dl.BackendUnavailable("libfakegpu.so.1 not found: the fakegpu driver is not installed")
+
+
+class ListFails(dl.Backend):
+    name = "listfails"
+
+    def devices(self):
+        raise RuntimeError("enumerating devices crashed")
+'''
+
+#: run in a fresh process: use every device that started, then ``devicelayer info`` (table and JSON)
+USE_EVERY_DEVICE = f'''
+import contextlib, io, json, sys
+import numpy as np
+import devicelayer as dl
+from devicelayer.cli import main
+sys.path.insert(0, {str(TESTS)!r})
+from kernels import INCREMENT, source
+
+report = {{"devices": {{}}, "unavailable": {{u.backend: u.reason for u in dl.unavailable()}}}}
+for dev in dl.devices():
+    prog = dev.compile(source(INCREMENT, dev), "increment")
+    buf = dev.pool.allocate(256, np.int32)
+    dev.pool.upload(buf, np.arange(64, dtype=np.int32))
+    dev.launch(prog, [buf, 64], 64)
+    out = np.empty(64, np.int32)
+    dev.pool.download(buf, out).wait(60)
+    report["devices"][dev.id] = bool((out == np.arange(1, 65)).all())
+for args in (["info"], ["info", "--json"]):
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        report[" ".join(args) + " rc"] = main(args)
+    report[" ".join(args)] = text.getvalue()
+print("REPORT " + json.dumps(report))
+'''
+
+
+def _run_with_plugin(tmp_path: Path, env: dict[str, str]) -> dict:
+    """Install the broken plugin through its entry points and run USE_EVERY_DEVICE; its report."""
+    site = tmp_path / "site"
+    dist = site / "brokendrivers-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (site / "brokendrivers.py").write_text(BROKEN_PLUGIN)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: brokendrivers\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[devicelayer.backends]\nstartfails = brokendrivers:StartFails\n"
+                                           "nodriver = brokendrivers:NoDriver\nlistfails = brokendrivers:ListFails\n")
+    return _use_every_device({"PYTHONPATH": f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", **env})
+
+
+def _use_every_device(env: dict[str, str]) -> dict:
+    """Run USE_EVERY_DEVICE in a fresh process with ``env`` added; its report."""
+    out = subprocess.run([sys.executable, "-c", USE_EVERY_DEVICE], capture_output=True, text=True,
+                         env={**os.environ, **env}, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("REPORT ")][-1]
+    return json.loads(line[len("REPORT "):])
+
+
+BROKEN_REASONS = {"startfails": "driver exploded at start", "nodriver": "libfakegpu.so.1 not found",
+                  "listfails": "enumerating devices crashed"}
+
+
+def _check_broken_reported(report: dict, names) -> None:
+    info = json.loads(report["info --json"])
+    listed = {u["backend"]: u["reason"] for u in info["unavailable"]}
+    for name in names:
+        assert BROKEN_REASONS[name] in report["unavailable"][name]
+        assert BROKEN_REASONS[name] in listed[name]
+        assert name in report["info"]
+    assert report["info rc"] == 0 and report["info --json rc"] == 0
+    assert [d["id"] for d in info["devices"]] == list(report["devices"])
+
+
+@pytest.mark.timeout(300)
+def test_plugins_whose_driver_fails_leave_every_other_device_working(tmp_path):
+    report = _run_with_plugin(tmp_path, {})
+    assert report["devices"] == {d.id: True for d in dl.devices()}
+    _check_broken_reported(report, BROKEN_REASONS)
+
+
+@pytest.mark.timeout(300)
+def test_environment_order_with_failing_backends_and_an_opencl_loader_without_drivers(tmp_path):
+    """DEVICELAYER_BACKENDS names broken backends first; the OpenCL ICD loader is pointed at an empty vendor folder."""
+    present = list(dict.fromkeys(d.info.backend for d in dl.devices()))
+    (tmp_path / "no-vendors").mkdir()
+    names = ["startfails", *[b for b in present if b != "host"], "nodriver", "host"]
+    report = _run_with_plugin(tmp_path, {"DEVICELAYER_BACKENDS": ",".join(names),
+                                         "OCL_ICD_VENDORS": str(tmp_path / "no-vendors")})
+    expected = [d.id for b in names for d in dl.devices() if d.info.backend == b and b != "opencl"]
+    assert list(report["devices"]) == expected and all(report["devices"].values())
+    _check_broken_reported(report, ["startfails", "nodriver"])
+    if "opencl" in present:
+        assert "no OpenCL platform" in report["unavailable"]["opencl"]
+
+
+# -- 2. a kernel failing mid-graph ---------------------------------------------------------------------------------
+class _Armed(Op):
+    """Test op: its host kernel raises while ``armed``; otherwise doubles its input."""
+
+    name = "test_faults_armed"
+    armed = True
+
+    def infer(self, inputs, attrs):
+        return [inputs[0]]
+
+    def reference(self, inputs, attrs):
+        if _Armed.armed:
+            raise RuntimeError("armed kernel exploded")
+        return [inputs[0] * 2]
+
+
+@pytest.fixture(scope="module")
+def armed_op():
+    """Register the test op only while this module runs."""
+    if _Armed.name not in OPS:
+        register(_Armed)
+    yield _Armed
+    OPS.pop(_Armed.name, None)
+    _Armed.armed = True
+
+
+def _live(devices) -> list[int]:
+    return [d.pool.live_buffers for d in devices]
+
+
+@pytest.mark.timeout(60)
+def test_kernel_failing_mid_graph_names_its_op_and_the_plan_runs_again(device, armed_op):
+    """n1, n2 on the device; ``bad`` (a host kernel) in the middle; n4, n5 on the device again."""
+    g = dl.Graph()
+    x = g.input("x", (300,))
+    y = g.exp(g.relu(x, name="n1"), name="n2")
+    y = g.apply(armed_op.name, [y], name="bad")[0]
+    g.output("y", g.tanh(g.sigmoid(y, name="n4"), name="n5"))
+    where = {"n1": device.id, "n2": device.id, "bad": "host", "n4": device.id, "n5": device.id}
+    plan = g.compile([device.id, "host"], placement=where)
+    devices = [device, dl.device("host")]
+    xv = np.linspace(-2, 2, 300).astype(np.float32)
+    want = np.tanh(1 / (1 + np.exp(-2 * np.exp(np.maximum(xv.astype(np.float64), 0)))))
+    live = None
+    for _ in range(3):
+        armed_op.armed = True
+        t0 = time.perf_counter()
+        with pytest.raises(dl.GraphError, match=r"node 'bad' \(test_faults_armed\)") as info:
+            plan(x=xv)
+        assert "armed kernel exploded" in str(info.value) and time.perf_counter() - t0 < 30
+        armed_op.armed = False
+        np.testing.assert_allclose(plan(x=xv)["y"], want, rtol=1e-5, atol=1e-6)
+        live = live or _live(devices)
+        assert _live(devices) == live  # failed runs leave no buffers behind
+    plan.release()
+
+
+def _gated_plan(device):
+    """``y = sigmoid(relu(x) + z)``, with ``z`` read only by the middle node."""
+    g = dl.Graph()
+    x, z = g.input("x", (64,)), g.input("z", (64,))
+    g.output("y", g.sigmoid(g.add(g.relu(x, name="first"), z, name="joins_z"), name="last"))
+    return g.compile([device])
+
+
+def _run_with_z_failing_later(plan, device, zbuf):
+    """Run with ``z`` a device Tensor whose ready event fails 0.2 s after the run began waiting."""
+    gate = dl.UserEvent("z upload")
+    timer = threading.Timer(0.2, lambda: gate.fail("z never arrived"))
+    timer.start()
+    try:
+        with pytest.raises(dl.GraphError) as info:
+            plan(x=np.ones(64, np.float32), z=dl.Tensor(zbuf, (64,), np.float32, gate))
+    finally:
+        timer.join()
+    return info.value
+
+
+@pytest.mark.timeout(60)
+def test_input_failing_mid_run_fails_the_run_fast_and_the_plan_recovers(device):
+    plan = _gated_plan(device)
+    zv = np.linspace(-1, 1, 64).astype(np.float32)
+    zbuf = device.pool.allocate(zv.nbytes, np.float32)
+    device.pool.upload(zbuf, zv).wait(30)
+    want = 1 / (1 + np.exp(-(1 + zv.astype(np.float64))))
+    np.testing.assert_allclose(plan(x=np.ones(64, np.float32), z=dl.Tensor(zbuf, (64,), np.float32))["y"], want,
+                               rtol=1e-5)
+    live = device.pool.live_buffers
+    for _ in range(2):
+        t0 = time.perf_counter()
+        err = _run_with_z_failing_later(plan, device, zbuf)
+        assert time.perf_counter() - t0 < 20
+        chain, cause = [str(err)], err.__cause__
+        while cause is not None:
+            chain.append(str(cause))
+            cause = cause.__cause__
+        assert any("z never arrived" in c for c in chain), chain
+        assert device.pool.live_buffers == live
+    np.testing.assert_allclose(plan(x=np.ones(64, np.float32), z=dl.Tensor(zbuf, (64,), np.float32))["y"], want,
+                               rtol=1e-5)
+    plan.release()
+    device.pool.free(zbuf)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.xfail(strict=True, reason="a recorded run reports one event for a whole same-device segment, and a "
+                   "dependency failure is pinned on the segment's first node ('first'), which does not read z: "
+                   "devicelayer/graph/plan.py _raise_failed with graph/replay.py run")
+def test_input_failing_mid_run_names_the_node_that_reads_it(device):
+    plan = _gated_plan(device)
+    zbuf = device.pool.allocate(256, np.float32)
+    try:
+        err = _run_with_z_failing_later(plan, device, zbuf)
+        assert "node 'joins_z' (add)" in str(err), str(err)
+    finally:
+        plan.release()
+        device.pool.free(zbuf)
+
+
+# -- 3. work that never completes ----------------------------------------------------------------------------------
+def _timed_out(event: dl.Event, timeout: float) -> str:
+    t0 = time.perf_counter()
+    with pytest.raises(dl.EventTimeout) as info:
+        event.wait(timeout=timeout)
+    took = time.perf_counter() - t0
+    assert timeout * 0.9 <= took < timeout + 5, took
+    assert isinstance(info.value, dl.EventError) and isinstance(info.value, TimeoutError)
+    assert event.label in str(info.value) and f"{timeout} s" in str(info.value)
+    assert not event.done
+    return str(info.value)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("outcome", ["set", "fail"])
+def test_work_gated_on_an_event_never_completed_times_out_then_the_device_works(device, outcome):
+    pool = device.pool
+    prog = device.compile(source(INCREMENT, device), "increment")
+    gate = dl.UserEvent("gate the host never opens")
+    live = pool.live_buffers
+    buf = pool.allocate(256, np.int32)
+    other = pool.allocate(256, np.int32)
+    out, seen = np.empty(64, np.int32), np.empty(64, np.int32)
+    try:
+        up = pool.upload(buf, np.arange(64, dtype=np.int32), wait=[gate])
+        run = device.launch(prog, [buf, 64], 64, wait=[up])
+        down = pool.download(buf, out, wait=[run])
+        freed = pool.free(buf)  # freeing never blocks; the memory waits for the gated work
+        later = pool.upload(other, np.full(64, 7, np.int32))  # independent, but queued behind in device order
+        _timed_out(up, 0.3)
+        _timed_out(run, 0.1)
+        _timed_out(down, 0)
+        _timed_out(later, 0.1)
+        _timed_out(freed, 0.05)
+        assert pool.live_buffers == live + 2
+    finally:
+        gate.set() if outcome == "set" else gate.fail("the host condition failed")
+    for ev in (later, freed):
+        ev.wait(30)
+    if outcome == "set":
+        for ev in (up, run, down):
+            ev.wait(30)
+        assert (out == np.arange(1, 65)).all()
+    else:
+        for ev in (up, run, down):
+            with pytest.raises(dl.EventError, match="the host condition failed"):
+                ev.wait(30)
+    pool.download(other, seen).wait(30)
+    assert (seen == 7).all()
+    # the device is fully usable afterwards
+    device.launch(prog, [other, 64], 64)
+    pool.download(other, seen).wait(30)
+    assert (seen == 8).all()
+    pool.free(other).wait(30)
+    assert pool.live_buffers == live
+
+
+# -- 4. disk caches: corrupted, and written by several processes at once -------------------------------------------
+# Vulkan keeps two: SPIR-V compiled from GLSL (backends/vulkan_spirv.py) and the driver's VkPipelineCache
+# (backends/vulkan.py), both under DEVICELAYER_CACHE.  The OpenCL backend keeps none: every process builds from
+# source (the driver may keep its own, e.g. PoCL's kcache).  CUDA uses CuPy's cache ($CUPY_CACHE_DIR).
+GLSL_KERNELS = [INCREMENT["glsl"], INCREMENT["glsl"].replace("v[i] += 1", "v[i] += 2"),
+                INCREMENT["glsl"].replace("v[i] += 1", "v[i] *= 3")]
+
+
+def _spirv():
+    from devicelayer.backends import vulkan_spirv
+
+    if not vulkan_spirv.compiler_version():
+        pytest.skip("no GLSL compiler (libshaderc or glslc)")
+    return vulkan_spirv
+
+
+def _corrupt(data: bytes, kind: str, other: bytes = b"") -> bytes:
+    """``data`` damaged the way ``kind`` says."""
+    rng = np.random.default_rng(len(data))
+    if kind == "truncated":
+        return data[:len(data) // 2]
+    if kind == "random":
+        return rng.integers(0, 256, len(data), dtype=np.uint8).tobytes()
+    if kind == "empty":
+        return b""
+    if kind == "flipped":  # one byte of the payload changed, header intact
+        flipped = bytearray(data)
+        flipped[-5] ^= 0x5A
+        return bytes(flipped)
+    if kind == "another kernel":
+        return other
+    raise ValueError(kind)
+
+
+@pytest.mark.parametrize("kind", ["truncated", "random", "empty", "flipped", "raw spir-v", "another kernel"])
+def test_corrupted_spirv_cache_is_detected_and_rewritten(tmp_path, monkeypatch, kind):
+    vs = _spirv()
+    monkeypatch.setenv("DEVICELAYER_CACHE", str(tmp_path))
+    want = vs.compile_glsl(GLSL_KERNELS[0])
+    (path,) = (tmp_path / "spirv").iterdir()
+    good = path.read_bytes()
+    other = vs.compile_glsl(GLSL_KERNELS[1])
+    other_file = next(p for p in (tmp_path / "spirv").iterdir() if p != path).read_bytes()
+    assert other != want
+    path.write_bytes(want if kind == "raw spir-v" else _corrupt(good, kind, other_file))
+    assert vs.compile_glsl(GLSL_KERNELS[0]) == want
+    assert path.read_bytes() == good  # written again, whole
+    assert sorted(p.name for p in (tmp_path / "spirv").iterdir() if p.suffix != ".spv") == []
+
+
+@pytest.fixture
+def vulkan_device():
+    """The first Vulkan device; the test is skipped where there is none."""
+    found = [d for d in dl.devices() if d.info.backend == "vulkan"]
+    if not found:
+        pytest.skip("no Vulkan device present")
+    yield found[0]
+    found[0].synchronize()
+
+
+def _increment_on(dev, src: str, n: int = 64) -> np.ndarray:
+    prog = dev.compile(src, "increment")
+    buf = dev.pool.allocate(4 * n, np.int32)
+    dev.pool.upload(buf, np.arange(n, dtype=np.int32))
+    dev.launch(prog, [buf, n], n)
+    out = np.empty(n, np.int32)
+    dev.pool.download(buf, out).wait(60)
+    dev.pool.free(buf)
+    return out
+
+
+@pytest.mark.timeout(120)
+def test_vulkan_compiles_through_a_corrupted_spirv_cache(vulkan_device, tmp_path, monkeypatch):
+    vs = _spirv()
+    for kind in ["truncated", "random", "flipped"]:
+        monkeypatch.setenv("DEVICELAYER_CACHE", str(tmp_path / kind))
+        src = GLSL_KERNELS[0] + f"// {kind}\n"  # new to the device's in-memory program cache
+        vs.compile_glsl(src)
+        (path,) = (tmp_path / kind / "spirv").iterdir()
+        path.write_bytes(_corrupt(path.read_bytes(), kind))
+        assert (_increment_on(vulkan_device, src) == np.arange(1, 65)).all()
+        assert vs._cache_read(path, path.stem) is not None
+
+
+def _private_vulkan(dev, folder: Path):
+    """A second VulkanDevice on the same physical device, with its pipeline cache file in ``folder``."""
+    from devicelayer.backends.vulkan import VulkanDevice
+
+    return VulkanDevice(dev.phys, dev.instance, pipeline_cache_dir=folder)
+
+
+def _pipeline_cache_run(dev, folder: Path) -> int:
+    """Open a private device on ``folder``, run a kernel, save its pipeline cache; the bytes it had loaded."""
+    private = _private_vulkan(dev, folder)
+    try:
+        assert (_increment_on(private, INCREMENT["glsl"]) == np.arange(1, 65)).all()
+        private.save_pipeline_cache()
+        return private.pipeline_cache_loaded
+    finally:
+        private.close()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kind", ["truncated", "random", "empty", "wrong vendor"])
+def test_corrupted_pipeline_cache_is_detected_and_rewritten(vulkan_device, tmp_path, kind):
+    _pipeline_cache_run(vulkan_device, tmp_path)
+    (path,) = tmp_path.glob("pipelines-*.bin")
+    good = path.read_bytes()
+    if kind == "wrong vendor":  # a well-formed header of another driver
+        bad = good[:8] + struct.pack("<I", struct.unpack_from("<I", good, 8)[0] ^ 0xFFFF) + good[12:]
+    else:
+        bad = _corrupt(good, kind)
+    path.write_bytes(bad)
+    assert _pipeline_cache_run(vulkan_device, tmp_path) == 0  # refused, and the kernel still ran
+    assert path.read_bytes()[:32] == good[:32]  # rewritten with this driver's header
+    assert _pipeline_cache_run(vulkan_device, tmp_path) == path.stat().st_size  # and loaded whole next time
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.xfail(strict=True, reason="only the 32-byte header of the pipeline cache file is checked; a damaged body "
+                   "goes to vkCreatePipelineCache, where drivers need not detect it: backends/vulkan.py "
+                   "_create_pipeline_cache / save_pipeline_cache")
+def test_pipeline_cache_with_a_damaged_body_is_not_given_to_the_driver(vulkan_device, tmp_path):
+    _pipeline_cache_run(vulkan_device, tmp_path)
+    (path,) = tmp_path.glob("pipelines-*.bin")
+    good = path.read_bytes()
+    path.write_bytes(good + _corrupt(bytes(4096), "random"))  # the header still matches this driver
+    assert _pipeline_cache_run(vulkan_device, tmp_path) == 0
+
+
+def _spirv_worker(cache: str, seconds: float) -> set[str]:
+    """Compile the GLSL kernels over and over for ``seconds`` (another process); the SPIR-V digests seen."""
+    os.environ["DEVICELAYER_CACHE"] = cache
+    from devicelayer.backends import vulkan_spirv
+
+    seen, end = set(), time.monotonic() + seconds
+    while time.monotonic() < end:
+        for i, src in enumerate(GLSL_KERNELS):
+            seen.add(f"{i}:{hashlib.sha256(vulkan_spirv.compile_glsl(src)).hexdigest()}")
+    return seen
+
+
+def _vandal(folder: str, seconds: float) -> int:
+    """Damage every file in ``folder`` in place (truncate, scribble), over and over for ``seconds``; how many times."""
+    rng = np.random.default_rng(0)
+    damaged, end = 0, time.monotonic() + seconds
+    while time.monotonic() < end:
+        for path in Path(folder).glob("*"):
+            try:
+                with open(path, "r+b") as fh:
+                    size = fh.seek(0, os.SEEK_END)
+                    if rng.random() < 0.5:
+                        fh.truncate(int(rng.integers(0, size + 1)))
+                    else:
+                        fh.seek(int(rng.integers(0, max(size, 1))))
+                        fh.write(rng.integers(0, 256, 16, dtype=np.uint8).tobytes())
+                damaged += 1
+            except OSError:
+                pass
+        time.sleep(0.002)
+    return damaged
+
+
+@pytest.mark.timeout(180)
+def test_spirv_cache_written_by_several_processes_while_being_damaged(tmp_path, monkeypatch):
+    vs = _spirv()
+    monkeypatch.setenv("DEVICELAYER_CACHE", str(tmp_path / "reference"))
+    want = {f"{i}:{hashlib.sha256(vs.compile_glsl(src)).hexdigest()}" for i, src in enumerate(GLSL_KERNELS)}
+    shared = tmp_path / "shared"
+    (shared / "spirv").mkdir(parents=True)
+    with multiprocessing.get_context("spawn").Pool(3) as pool:
+        writers = [pool.apply_async(_spirv_worker, (str(shared), 4.0)) for _ in range(2)]
+        vandal = pool.apply_async(_vandal, (str(shared / "spirv"), 3.0))
+        seen = [w.get(150) for w in writers]
+        assert vandal.get(150) > 0
+    assert seen == [want, want]  # every compile, hit or miss, gave the right SPIR-V
+    monkeypatch.setenv("DEVICELAYER_CACHE", str(shared))
+    assert {f"{i}:{hashlib.sha256(vs.compile_glsl(src)).hexdigest()}" for i, src in enumerate(GLSL_KERNELS)} == want
+    files = sorted((shared / "spirv").iterdir())
+    assert len(files) == len(GLSL_KERNELS) and all(vs._cache_read(p, p.stem) is not None for p in files)
+
+
+def _pipeline_saver(cache: str, kernel: int, saves: int) -> bool:
+    """In another process: run one of the GLSL kernels on the first Vulkan device, then save its pipeline cache often."""
+    os.environ.update(DEVICELAYER_CACHE=cache, DEVICELAYER_BACKENDS="vulkan")
+    dev = dl.devices()[0]
+    out = _increment_on(dev, GLSL_KERNELS[kernel])
+    for _ in range(saves):
+        dev.save_pipeline_cache()
+    return bool((out == [np.arange(1, 65), np.arange(2, 66), np.arange(64) * 3][kernel]).all())
+
+
+@pytest.mark.timeout(180)
+def test_pipeline_cache_saved_by_several_processes_at_once(vulkan_device, tmp_path):
+    with multiprocessing.get_context("spawn").Pool(3) as pool:
+        assert pool.starmap(_pipeline_saver, [(str(tmp_path), k, 50) for k in range(3)]) == [True] * 3
+    (path,) = (tmp_path / "vulkan").iterdir()  # one file, no temporary ones left behind
+    assert path.name.startswith("pipelines-") and path.stat().st_size >= 32
+    assert _pipeline_cache_run(vulkan_device, tmp_path / "vulkan") == path.stat().st_size
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("kind", ["truncated", "random"])
+def test_corrupted_cuda_kernel_cache_is_rebuilt(tmp_path, kind):
+    """CuPy's disk cache ($CUPY_CACHE_DIR) behind the CUDA backend: damaged files are compiled again and rewritten."""
+    if not any(d.info.backend == "cuda" for d in dl.devices()):
+        pytest.skip("no CUDA device present")
+    env = {"CUPY_CACHE_DIR": str(tmp_path), "DEVICELAYER_BACKENDS": "cuda"}
+    assert all(_use_every_device(env)["devices"].values())
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert files, "nothing was cached"
+    damaged = {p: _corrupt(p.read_bytes(), kind) for p in files}
+    for p, data in damaged.items():
+        p.write_bytes(data)
+    assert all(_use_every_device(env)["devices"].values())
+    assert all(p.read_bytes() != data for p, data in damaged.items())
