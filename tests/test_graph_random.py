@@ -1,67 +1,40 @@
-"""Random DAGs (hypothesis) run under random placements agree with a NumPy interpretation of the same graph."""
+"""Random graphs (devicelayer.graph.fuzz) under random placements agree with their float64 NumPy interpretation."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import devicelayer as dl
-from devicelayer.kernels.op import OPS, TensorType
+from devicelayer.graph.fuzz import Call, Source, Spec, specs
 
 DEVICES = [d.id for d in dl.devices()]
-UNARY = ["relu", "sigmoid", "tanh", "neg", "abs", "softsign", "sin", "gelu"]
-BINARY = [op for op in ("add", "mul", "sub", "max", "min") if op in OPS]
 
 
-@st.composite
-def dags(draw):
-    n_inputs = draw(st.integers(1, 3))
-    n_nodes = draw(st.integers(1, 14))
-    nodes = []
-    for i in range(n_nodes):
-        available = n_inputs + i
-        if BINARY and draw(st.booleans()):
-            op = draw(st.sampled_from(BINARY))
-            args = [draw(st.integers(0, available - 1)), draw(st.integers(0, available - 1))]
-        else:
-            op = draw(st.sampled_from(UNARY))
-            args = [draw(st.integers(0, available - 1))]
-        nodes.append((op, args, draw(st.sampled_from(DEVICES))))
-    n_out = draw(st.integers(1, min(3, n_nodes)))
-    outputs = draw(st.lists(st.integers(n_inputs, n_inputs + n_nodes - 1), min_size=1, max_size=n_out, unique=True))
-    size = draw(st.sampled_from([1, 5, 64, 1000]))
-    policy = draw(st.sampled_from(["fill", "spread", "explicit"]))
-    return n_inputs, nodes, outputs, size, policy
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(specs(DEVICES), st.integers(0, 2**31 - 1))
+def test_random_graph_matches_numpy(spec, seed):
+    problems = spec.run(seed)
+    assert not problems, f"{spec}\n" + "\n".join(problems)
 
 
-def interpret(n_inputs, nodes, inputs):
-    values = [x.astype(np.float64) for x in inputs]
-    for op, args, _ in nodes:
-        ins = [values[a] for a in args]
-        attrs = OPS[op].check([TensorType(v.shape, v.dtype) for v in ins], {})
-        values.append(OPS[op].reference(ins, attrs)[0])
-    return values
+def test_check_catches_a_wrong_element():
+    spec = Spec([Source((3, 4)), Call("softmax", [0], {"axis": 1}, "host")], [1], "explicit", ["host"])
+    feeds = spec.feeds(0)
+    got = {"y0": spec.interpret(feeds)[1].astype(np.float32)}
+    assert spec.check(got, feeds) == []
+    got["y0"][1, 2] *= 1.0001
+    assert spec.check(got, feeds)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(dags(), st.integers(0, 2**32 - 1))
-def test_random_dag_matches_numpy(dag, seed):
-    n_inputs, nodes, outputs, size, policy = dag
-    g = dl.Graph()
-    values = [g.input(f"in{i}", (size,)) for i in range(n_inputs)]
-    placement = {}
-    for k, (op, args, dev) in enumerate(nodes):
-        name = f"n{k}"
-        values.append(g.apply(op, [values[a] for a in args], name=name)[0])
-        placement[name] = dev
-    for o in outputs:
-        g.output(f"out{o}", values[o])
-    plan = g.compile(DEVICES, placement=placement if policy == "explicit" else None,
-                     policy="fill" if policy == "explicit" else policy)
-    rng = np.random.default_rng(seed)
-    feeds = {f"in{i}": rng.uniform(-2, 2, size).astype(np.float32) for i in range(n_inputs)}
-    got = plan(**feeds)
-    want = interpret(n_inputs, nodes, [feeds[f"in{i}"] for i in range(n_inputs)])
-    for o in outputs:
-        np.testing.assert_allclose(got[f"out{o}"].astype(np.float64), want[o], rtol=1e-4, atol=1e-4)
-    plan.release()
+@pytest.mark.xfail(strict=True, reason="plans give a view of a constant (unsqueeze, reshape, ...) an arena "
+                                       "slot that is never filled on kernel devices (graph/plan.py)")
+def test_view_of_a_constant():
+    devices = [d for d in DEVICES if dl.device(d).info.kernel_language != "python"]
+    if not devices:
+        pytest.skip("the host runs views as copies; the bug needs a kernel device")
+    index = np.array([[2, 0, 1], [1, 1, 0]], np.int32)
+    spec = Spec([Source((2, 3), "int32", value=index), Call("unsqueeze", [0], {"axes": [0]}, devices[0]),
+                 Call("concat", [1, 1], {"axis": -2}, devices[0])], [2], "explicit", devices)
+    assert spec.run() == []
