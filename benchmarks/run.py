@@ -33,6 +33,24 @@ def _commit() -> str:
         return "unknown"
 
 
+def context(devices) -> dict:
+    """Where and on what a benchmark ran: date, machine, Python, commit, the devices and the missing backends."""
+    return {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "host": socket.gethostname(),
+            "machine": platform.platform(), "python": platform.python_version(), "commit": _commit(),
+            "devices": [d.info.as_dict() for d in devices],
+            "unavailable": [{"backend": u.backend, "reason": u.reason} for u in dl.unavailable()]}
+
+
+def write(doc: dict, folder, name: str) -> Path:
+    """Write ``doc`` as ``folder/NAME-HOST-TIME.json``; the path."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = out / f"{name}-{socket.gethostname()}-{stamp}.json"
+    path.write_text(json.dumps(doc, indent=2, default=str))
+    return path
+
+
 def _table(title: str, rows: list[dict]) -> Table:
     table = Table(title=title)
     keys = [k for k in rows[0] if k != "name"]
@@ -53,11 +71,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     devices = [dl.device(i) for i in args.devices.split(",")] if args.devices else dl.devices()
     console = Console()
-    doc = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "host": socket.gethostname(),
-           "machine": platform.platform(), "python": platform.python_version(), "commit": _commit(),
-           "devices": [d.info.as_dict() for d in devices],
-           "unavailable": [{"backend": u.backend, "reason": u.reason} for u in dl.unavailable()],
-           "quick": args.quick, "results": {}}
+    doc = {**context(devices), "quick": args.quick, "results": {}}
     for name in [n.strip() for n in args.only.split(",") if n.strip()]:
         module = importlib.import_module(f"benchmarks.{name}")
         with console.status(f"running {name} on {len(devices)} device(s)"):
@@ -67,12 +81,7 @@ def main(argv=None) -> int:
             console.print(_table(module.TITLE, rows))
         else:
             console.print(f"{name}: no device with a peer to compare against")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    path = out / f"{args.tag or 'bench'}-{socket.gethostname()}-{stamp}.json"
-    path.write_text(json.dumps(doc, indent=2, default=str))
-    console.print(f"results written to {path}")
+    console.print(f"results written to {write(doc, args.out, args.tag or 'bench')}")
     return 0
 
 

@@ -22,13 +22,9 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import datetime as dt
 import gc
-import json
 import math
 import os
-import platform
-import socket
 import sys
 import threading
 import time
@@ -302,13 +298,13 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--check-every", type=int, default=100, help="compare every N-th plan result with NumPy")
     parser.add_argument("--out", default=str(RESULTS), help="folder for the JSON result")
-    parser.add_argument("--tag", default="", help="name of the JSON file (default soak-HOST-TIME)")
+    parser.add_argument("--tag", default="", help="first part of the JSON file's name (default soak)")
     args = parser.parse_args(argv)
 
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from benchmarks.run import _commit
+    from benchmarks.run import context, write
 
     devices = [dl.device(i) for i in args.device] if args.device else dl.devices()
     console = Console(width=None if sys.stdout.isatty() else 130)
@@ -320,16 +316,9 @@ def main(argv=None) -> int:
             rows.append(soak_device(dev, args.cycles, args.runs, args.seed, args.check_every,
                                     tick=lambda n, t=task: progress.advance(t, n)))
     console.print(_table(rows))
-    doc = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "host": socket.gethostname(),
-           "machine": platform.platform(), "python": platform.python_version(), "commit": _commit(),
-           "cpus": os.cpu_count(), "seed": args.seed, "max_size": MAX_SIZE, "window": WINDOW,
-           "devices": [d.info.as_dict() for d in devices], "results": rows}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    path = out / f"{args.tag or f'soak-{socket.gethostname()}-{stamp}'}.json"
-    path.write_text(json.dumps(doc, indent=2, default=str))
-    console.print(f"results written to {path}")
+    doc = {**context(devices), "cpus": os.cpu_count(), "seed": args.seed, "max_size": MAX_SIZE, "window": WINDOW,
+           "results": rows}
+    console.print(f"results written to {write(doc, args.out, args.tag or 'soak')}")
     return 0
 
 

@@ -11,7 +11,6 @@ import os
 import struct
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ import numpy as np
 import pytest
 
 import devicelayer as dl
-from devicelayer.kernels.op import OPS, Op, register
+from devicelayer.kernels.op import OPS, register
 from kernels import INCREMENT, source
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -139,29 +138,18 @@ def test_environment_order_with_failing_backends_and_an_opencl_loader_without_dr
 
 
 # -- 2. a kernel failing mid-graph ---------------------------------------------------------------------------------
-class _Armed(Op):
-    """Test op: its host kernel raises while ``armed``; otherwise doubles its input."""
-
-    name = "test_faults_armed"
-    armed = True
-
-    def infer(self, inputs, attrs):
-        return [inputs[0]]
-
-    def reference(self, inputs, attrs):
-        if _Armed.armed:
-            raise RuntimeError("armed kernel exploded")
-        return [inputs[0] * 2]
-
-
 @pytest.fixture(scope="module")
 def armed_op():
-    """Register the test op only while this module runs."""
-    if _Armed.name not in OPS:
-        register(_Armed)
-    yield _Armed
-    OPS.pop(_Armed.name, None)
-    _Armed.armed = True
+    """test_graph's op whose host kernel raises while ``armed`` (else doubles its input), registered meanwhile."""
+    from test_graph import _Fails
+
+    mine = _Fails.name not in OPS
+    if mine:
+        register(_Fails)
+    yield _Fails
+    _Fails.armed = True
+    if mine:
+        OPS.pop(_Fails.name, None)
 
 
 def _live(devices) -> list[int]:
@@ -185,9 +173,9 @@ def test_kernel_failing_mid_graph_names_its_op_and_the_plan_runs_again(device, a
     for _ in range(3):
         armed_op.armed = True
         t0 = time.perf_counter()
-        with pytest.raises(dl.GraphError, match=r"node 'bad' \(test_faults_armed\)") as info:
+        with pytest.raises(dl.GraphError, match=rf"node 'bad' \({armed_op.name}\)") as info:
             plan(x=xv)
-        assert "armed kernel exploded" in str(info.value) and time.perf_counter() - t0 < 30
+        assert "armed op exploded" in str(info.value) and time.perf_counter() - t0 < 30
         armed_op.armed = False
         np.testing.assert_allclose(plan(x=xv)["y"], want, rtol=1e-5, atol=1e-6)
         live = live or _live(devices)
