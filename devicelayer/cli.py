@@ -5,13 +5,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 from . import __version__
 from .registry import devices, unavailable
 
 #: version of the ``info --json`` schema; bumped only on incompatible changes
 INFO_SCHEMA = "devicelayer.info/1"
+
+
+class UsageParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line on stderr and exit status 2 (no usage dump)."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``PROG: MESSAGE (see PROG --help)`` and exit with status 2."""
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def _human_bytes(n: int | None) -> str:
@@ -106,7 +114,7 @@ def _print_table(doc: dict[str, Any]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``devicelayer`` console script."""
-    parser = argparse.ArgumentParser(prog="devicelayer", description="One interface to every compute device.")
+    parser = UsageParser(prog="devicelayer", description="One interface to every compute device.")
     parser.add_argument("--version", action="version", version=f"devicelayer {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     info = sub.add_parser("info", help="list every device and what it can do, and which backends are missing")

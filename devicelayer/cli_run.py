@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import time
@@ -77,6 +78,8 @@ def _inputs(model: Any, args: argparse.Namespace) -> tuple[dict[str, np.ndarray]
             shapes[name] = tuple(int(d) for d in dims.split(","))
         except ValueError:
             raise UsageError(f"--shape {name}={dims}: dimensions must be integers separated by commas") from None
+        if any(d < 0 for d in shapes[name]):
+            raise UsageError(f"--shape {name}={dims}: dimensions must be >= 0")
     inits = {i.name for i in model.graph.initializer}
     declared = [vi for vi in model.graph.input if vi.name not in inits]
     known = {vi.name for vi in declared}
@@ -93,7 +96,11 @@ def _inputs(model: Any, args: argparse.Namespace) -> tuple[dict[str, np.ndarray]
                 arr = np.load(files[vi.name], allow_pickle=False)
             except (OSError, ValueError) as exc:
                 raise UsageError(f"--input {vi.name}: cannot read {files[vi.name]!r}: {exc}") from None
-            feeds[vi.name] = np.ascontiguousarray(arr.astype(dt, copy=False))
+            try:
+                feeds[vi.name] = np.ascontiguousarray(arr.astype(dt, copy=False))
+            except (TypeError, ValueError) as exc:
+                raise UsageError(f"--input {vi.name}: {files[vi.name]!r} holds {arr.dtype}, which does not "
+                                 f"convert to the model's {dt}: {exc}") from None
             shapes.setdefault(vi.name, tuple(arr.shape))
             continue
         shape = shapes.get(vi.name) or tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else 1
@@ -133,6 +140,12 @@ def _main(args: argparse.Namespace) -> int:
         raise UsageError("give a MODEL path or --bundled NAME (one of them)")
     if args.repeat < 0:
         raise UsageError("--repeat must be >= 0")
+    if not (math.isfinite(args.tolerance) and args.tolerance >= 0):
+        raise UsageError(f"--tolerance must be a finite number >= 0, got {args.tolerance}")
+    for flag, target in (("--save-outputs", args.save_outputs), ("--trace", args.trace)):
+        folder = Path(target).resolve().parent if target else None
+        if folder is not None and not folder.is_dir():
+            raise UsageError(f"{flag} {target}: the directory {str(folder)!r} does not exist")
     try:
         import onnx  # noqa: F401
     except ImportError:
@@ -213,7 +226,7 @@ def _main(args: argparse.Namespace) -> int:
                     errs = {k: scaled_error(outputs[k], reference[k]) for k in reference}
                     entry["check"] = {"reference": "onnxruntime", "errors": errs,
                                       "ok": all(e <= args.tolerance for e in errs.values())}
-            except DeviceLayerError as exc:
+            except (DeviceLayerError, OSError) as exc:
                 entry["error"] = f"{type(exc).__name__}: {exc}"
             results.append(entry)
     finally:
@@ -232,7 +245,10 @@ def _main(args: argparse.Namespace) -> int:
             arrays = next(iter(outputs_by.values()))
         else:
             arrays = {f"{d}/{k}": v for d, outs in outputs_by.items() for k, v in outs.items()}
-        np.savez(args.save_outputs, **arrays)
+        try:
+            np.savez(args.save_outputs, **arrays)
+        except OSError as exc:
+            raise UsageError(f"--save-outputs: cannot write {args.save_outputs!r}: {exc}") from None
 
     ok = all("error" not in e and e.get("check", {}).get("ok", True) and e.get("agreement", {}).get("ok", True)
              for e in results)
@@ -277,8 +293,10 @@ def _print(results: list[dict[str, Any]], path: Any, args: argparse.Namespace) -
 
 def standalone(argv: Any = None) -> int:
     """``python -m devicelayer.cli_run ...`` (until the subcommand is wired into ``devicelayer``)."""
-    parser = configure(argparse.ArgumentParser(prog="devicelayer run", description=__doc__,
-                                               formatter_class=argparse.RawDescriptionHelpFormatter))
+    from .cli import UsageParser
+
+    parser = configure(UsageParser(prog="devicelayer run", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter))
     return main(parser.parse_args(argv))
 
 

@@ -138,8 +138,9 @@ class Event:
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until the work is complete; raise ``EventError`` if it failed, ``EventTimeout`` on timeout."""
-        if timeout is not None and timeout < 0:
-            raise InvalidArgument(f"timeout must be >= 0 or None, got {timeout}")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not timeout >= 0):
+            raise InvalidArgument(f"timeout must be a number of seconds >= 0, or None; got {timeout!r}")
         if not self.done:
             try:
                 finished = self._block(timeout)
@@ -157,6 +158,8 @@ class Event:
 
     def add_done_callback(self, fn: Callable[["Event"], None]) -> None:
         """Call ``fn(event)`` once the event completes (at once if it already has), from any thread."""
+        if not callable(fn):
+            raise InvalidArgument(f"add_done_callback: expected a callable, got {type(fn).__name__}")
         with _state_lock:
             if not self._done:
                 if self._callbacks is None:
@@ -189,14 +192,26 @@ class UserEvent(Event):
 
     def __init__(self, label: str = "user event") -> None:
         super().__init__(label)
+        self._settled = False
 
     def set(self) -> None:
         """Complete the event successfully."""
-        self._finish(None)
+        self._settle(None)
 
     def fail(self, error: BaseException | str) -> None:
         """Complete the event with an error; every event waiting on it fails."""
-        self._finish(error if isinstance(error, BaseException) else EventError(str(error)))
+        if not isinstance(error, (BaseException, str)):
+            raise InvalidArgument(f"{self.label}: fail() takes an exception or a message, got {type(error).__name__}")
+        self._settle(error if isinstance(error, BaseException) else EventError(error))
+
+    def _settle(self, error: BaseException | None) -> None:
+        """Complete the event once; a second set() or fail() is refused, not ignored."""
+        with _state_lock:
+            if self._settled:
+                state = "failed" if self._error is not None else "set"
+                raise InvalidArgument(f"{self.label}: the user event was already completed ({state})")
+            self._settled = True
+        self._finish(error)
 
 
 class CompletedEvent(Event):

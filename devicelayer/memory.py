@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import threading
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -12,6 +13,39 @@ from .events import CompletedEvent, Event, check_events, dispatcher, when_all
 
 if TYPE_CHECKING:
     from .device import Device
+
+
+def device_dtype(dtype: Any, where: str) -> np.dtype:
+    """``dtype`` as a NumPy dtype that device memory can hold; InvalidArgument for text, objects and non-dtypes."""
+    try:
+        dt = np.dtype(dtype)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument(f"{where}: {dtype!r} is not a dtype ({exc})") from None
+    if dt.hasobject or dt.kind in "US":
+        raise InvalidArgument(f"{where}: {dt} cannot live on a device (Python objects and text cannot)")
+    return dt
+
+
+def check_shape(shape: Any, where: str) -> tuple[int, ...]:
+    """``shape`` as a tuple of non-negative ints; InvalidArgument otherwise."""
+    dims = (shape,) if isinstance(shape, (int, np.integer)) else shape
+    try:
+        dims = tuple(dims)
+    except TypeError:
+        raise InvalidArgument(f"{where}: shape must be a sequence of ints, got {shape!r}") from None
+    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in dims):
+        raise InvalidArgument(f"{where}: shape must be a sequence of ints, got {shape!r}")
+    if any(d < 0 for d in dims):
+        raise InvalidArgument(f"{where}: negative dimension in shape {tuple(int(d) for d in dims)}")
+    return tuple(int(d) for d in dims)
+
+
+def _checked_host_array(host_array: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    """``host_array`` receiving its shape and dtype checked (a tuple of ints >= 0, a dtype memory can hold)."""
+    @functools.wraps(host_array)
+    def checked(self: "MemoryPool", shape: Any, dtype: Any = np.float32) -> np.ndarray:
+        return host_array(self, check_shape(shape, "host_array"), device_dtype(dtype, "host_array"))
+    return checked
 
 
 class Buffer:
@@ -60,7 +94,11 @@ class Buffer:
         if offset < 0 or nbytes <= 0 or offset + nbytes > self.nbytes:
             raise InvalidArgument(
                 f"view [{offset}, {offset + nbytes}) is outside the buffer of {self.nbytes} bytes")
-        dt = np.dtype(dtype) if dtype is not None else self.dtype
+        dt = self.dtype
+        if dtype is not None:
+            dt = device_dtype(dtype, "view")
+            if nbytes % dt.itemsize:
+                raise InvalidArgument(f"view: {nbytes} bytes is not a whole number of {dt} elements")
         return Buffer(self.pool, self.handle, nbytes, offset=self.offset + offset, base=self.root, dtype=dt)
 
     def check_alive(self, where: str) -> None:
@@ -144,7 +182,14 @@ class MemoryPool:
 
     def host_array(self, shape: Any, dtype: Any = np.float32) -> np.ndarray:
         """A host array that transfers to and from this device fastest (pinned where the backend can)."""
-        return np.empty(shape, dtype)
+        return np.empty(check_shape(shape, "host_array"), device_dtype(dtype, "host_array"))
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A backend's pool that overrides ``host_array`` (pinned memory) still gets its arguments checked."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("host_array")
+        if own is not None:
+            cls.host_array = _checked_host_array(own)  # type: ignore[method-assign]
 
     @property
     def total_bytes(self) -> int:
@@ -174,7 +219,7 @@ class MemoryPool:
         nbytes = int(nbytes)
         if nbytes <= 0:
             raise InvalidArgument(f"allocate: size must be positive, got {nbytes}")
-        dt = np.dtype(dtype) if dtype is not None else None
+        dt = device_dtype(dtype, "allocate") if dtype is not None else None
         if dt is not None and nbytes % dt.itemsize:
             raise InvalidArgument(f"allocate: {nbytes} bytes is not a whole number of {dt} elements")
         info = self.device.info

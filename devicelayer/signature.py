@@ -70,7 +70,15 @@ def parse_arg(text: str) -> Arg:
 
 def parse_signature(text: str | Iterable[str]) -> Signature:
     """Parse a parameter list, ``"const float* a, float* b, int n"``, or a sequence of parameters."""
-    parts = [p for p in (text.split(",") if isinstance(text, str) else text) if str(p).strip()]
+    try:
+        items = text.split(",") if isinstance(text, str) else list(text)
+    except TypeError:
+        raise InvalidArgument(f"a signature is a parameter list or a sequence of parameters, "
+                              f"got {type(text).__name__}") from None
+    parts = [p for p in items if str(p).strip()]
+    for p in parts:
+        if not isinstance(p, (str, Arg)):
+            raise InvalidArgument(f"a signature holds parameters such as 'int n' or Arg objects, got {p!r}")
     return tuple(parse_arg(p) if isinstance(p, str) else p for p in parts)
 
 

@@ -9,7 +9,7 @@ import numpy as np
 from .device import Device
 from .errors import InvalidArgument
 from .events import CompletedEvent, Event
-from .memory import Buffer
+from .memory import Buffer, check_shape, device_dtype
 
 
 class Tensor:
@@ -18,9 +18,11 @@ class Tensor:
     __slots__ = ("buffer", "shape", "dtype", "ready")
 
     def __init__(self, buffer: Buffer, shape: Sequence[int], dtype: Any, ready: Event | None = None) -> None:
+        if not isinstance(buffer, Buffer):
+            raise InvalidArgument(f"Tensor: expected a Buffer, got {type(buffer).__name__}")
         self.buffer = buffer
-        self.shape = tuple(int(s) for s in shape)
-        self.dtype = np.dtype(dtype)
+        self.shape = check_shape(shape, "Tensor")
+        self.dtype = device_dtype(dtype, "Tensor")
         self.ready = ready if ready is not None else CompletedEvent("tensor")
         if self.nbytes > buffer.nbytes:
             raise InvalidArgument(f"tensor of {self.shape} {self.dtype} needs {self.nbytes} bytes, "
@@ -53,7 +55,7 @@ class Tensor:
 
     def reshape(self, shape: Sequence[int]) -> "Tensor":
         """The same storage seen with another shape of the same size (no copy)."""
-        shape = tuple(int(s) for s in shape)
+        shape = check_shape(shape, "reshape")
         if int(np.prod(shape, dtype=np.int64)) != self.size:
             raise InvalidArgument(f"cannot reshape {self.shape} to {shape}")
         return Tensor(self.buffer, shape, self.dtype, self.ready)
@@ -67,14 +69,20 @@ def tensor(array: Any, device: Device | str, dtype: Any = None, wait: Sequence[E
     from .registry import device as find
 
     dev = find(device)
-    arr = np.asarray(array, dtype=dtype)
+    try:
+        arr = np.asarray(array, dtype=None if dtype is None else device_dtype(dtype, "tensor"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument(f"tensor: cannot convert {type(array).__name__} to an array: {exc}") from None
+    device_dtype(arr.dtype, "tensor")
     if not arr.flags.c_contiguous:
         arr = arr.copy(order="C")  # (ascontiguousarray would turn a 0-d array into 1-d)
     buf = dev.pool.allocate(max(arr.nbytes, arr.dtype.itemsize), arr.dtype)
-    if arr.nbytes:
-        ev = dev.pool.upload(buf.view(0, arr.nbytes, arr.dtype), arr, wait)
-    else:
-        ev = CompletedEvent("empty tensor")
+    try:
+        ev = dev.pool.upload(buf.view(0, arr.nbytes, arr.dtype), arr, wait) if arr.nbytes else \
+            CompletedEvent("empty tensor")
+    except BaseException:
+        dev.pool.free(buf)
+        raise
     return Tensor(buf, arr.shape, arr.dtype, ev)
 
 
@@ -83,6 +91,7 @@ def empty(shape: Sequence[int], dtype: Any, device: Device | str) -> Tensor:
     from .registry import device as find
 
     dev = find(device)
-    dt = np.dtype(dtype)
+    dt = device_dtype(dtype, "empty")
+    shape = check_shape(shape, "empty")
     n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
     return Tensor(dev.pool.allocate(max(n, dt.itemsize), dt), shape, dt)

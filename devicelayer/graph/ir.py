@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from ..errors import DeviceLayerError, GraphError, InvalidArgument
+from ..memory import device_dtype
 from ..kernels import ops as _library  # noqa: F401  (registers every op)
 from ..kernels.op import OPS, TensorType, get
 
@@ -86,11 +87,11 @@ class Graph:
             raise InvalidArgument("input: a name is required")
         try:
             shape = tuple(int(s) for s in shape)
-            dt = np.dtype(dtype)
         except (TypeError, ValueError) as exc:
-            raise InvalidArgument(f"input {name!r}: bad shape or dtype: {exc}") from None
+            raise InvalidArgument(f"input {name!r}: bad shape: {exc}") from None
         if any(s < 0 for s in shape):
             raise InvalidArgument(f"input {name!r}: negative dimension in {shape}")
+        dt = device_dtype(dtype, f"input {name!r}")
         v = self._add_value(Value(name, TensorType(shape, dt)))
         self.inputs.append(v)
         return v
@@ -100,8 +101,7 @@ class Graph:
         arr = np.asarray(array)
         if not arr.flags.c_contiguous:
             arr = arr.copy(order="C")
-        if arr.dtype.hasobject:
-            raise InvalidArgument("constant: object arrays cannot live on a device")
+        device_dtype(arr.dtype, "constant")
         return self._add_value(Value(name or self._fresh("const"), TensorType(arr.shape, arr.dtype), constant=arr))
 
     def _as_value(self, x: Any, like: Value | None) -> Value:
@@ -137,6 +137,8 @@ class Graph:
 
     def output(self, name: str, value: Value) -> None:
         """Mark ``value`` as a graph output called ``name`` (returned to the host by plans)."""
+        if not isinstance(name, str) or not name:
+            raise InvalidArgument(f"output: the name must be a non-empty string, got {name!r}")
         if not isinstance(value, Value) or value.graph is not self:
             raise GraphError(f"output {name!r}: not a value of this graph")
         if name in self.outputs:
@@ -202,6 +204,11 @@ class Graph:
         from ..registry import device as find, devices as every
         from .plan import ExecutionPlan
 
+        if placement is not None and not isinstance(placement, Mapping):
+            raise InvalidArgument(f"compile: placement must map node names or op types to devices, "
+                                  f"got {type(placement).__name__}")
+        if not isinstance(strict, bool):
+            raise InvalidArgument(f"compile: strict must be True or False, got {strict!r}")
         if isinstance(devices, str) and devices == "auto":
             chosen = every()
         elif isinstance(devices, (list, tuple)):

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from ..device import Device
-from ..errors import GraphError
+from ..errors import DeviceLayerError, GraphError
 from ..kernels.op import TensorType, get
 from .ir import Graph, Node, consumers
 
@@ -64,8 +64,11 @@ def place(graph: Graph, nodes: Sequence[Node], types: Mapping[int, TensorType], 
     for key, dev in (explicit or {}).items():
         try:
             asked[key] = find(dev)
-        except Exception as exc:
-            raise GraphError(f"placement for {key!r}: {exc}") from exc
+        except DeviceLayerError as exc:
+            raise type(exc)(f"placement for {key!r}: {exc}") from exc
+        if asked[key] not in devices:
+            raise GraphError(f"placement puts {key!r} on {asked[key].id}, which is not one of the devices the "
+                             f"graph is compiled for ({', '.join(d.id for d in devices)})")
     known = {n.name for n in graph.nodes} | {n.op for n in graph.nodes}
     unknown = sorted(k for k in asked if k not in known)
     if unknown:

@@ -254,6 +254,12 @@ def convert(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None)
     if "ai.onnx" in opsets:
         opsets[""] = opsets.pop("ai.onnx")
     opset = opsets.get("", 1)
+    newest = onnx.defs.onnx_opset_version()
+    if not 1 <= opset <= newest:
+        raise UnsupportedOp(f"the model imports ONNX opset {opset}; devicelayer reads opsets 1 to {newest} "
+                            f"(the newest the installed onnx {onnx.__version__} knows)")
+    if input_shapes is not None and not isinstance(input_shapes, Mapping):
+        raise InvalidArgument(f"input_shapes must map input names to shapes, got {type(input_shapes).__name__}")
     g = Graph(model.graph.name or "onnx")
     ctx = Context(g, opset, opsets)
     for f in model.functions:

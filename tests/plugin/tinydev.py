@@ -52,6 +52,8 @@ class TinyDevice(dl.Device):
         self.pool = TinyPool(self)
 
     def _build(self, source, entry, options):
+        if callable(source):  # a Python language device also runs callables (the graph executor's op kernels)
+            return source, None
         namespace = {"np": np}
         try:
             exec(compile(source, entry, "exec", dont_inherit=True), namespace)
@@ -64,8 +66,8 @@ class TinyDevice(dl.Device):
         return namespace[entry], dl.parse_signature([f"{p.annotation} {p.name}" for p in params])
 
     def _launch(self, program, args, global_size, local_size, waits):
-        values = [TinyPool._mem(a).view(s.dtype) if isinstance(a, dl.Buffer) else a
-                  for a, s in zip(args, program.signature)]
+        signature = program.signature or [dl.Arg(f"#{i}", "any", np.dtype(np.uint8)) for i in range(len(args))]
+        values = [TinyPool._mem(a).view(s.dtype) if isinstance(a, dl.Buffer) else a for a, s in zip(args, signature)]
         return self.pool._run(f"launch {program.entry}", waits, lambda: program.handle(*values))
 
     def _synchronize(self):

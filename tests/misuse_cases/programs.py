@@ -1,0 +1,175 @@
+"""Misuse of compile, release and launch, and of eager ops on Tensors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import devicelayer as dl
+from devicelayer import CompileError, InvalidArgument, UnsupportedOp
+from kernels import BROKEN, BROKEN_MARK, INCREMENT, SCALE_ADD, source
+
+from .catalogue import always, misuse, misuses
+
+
+def _compile_log_names_the_error(exc: BaseException) -> None:
+    assert exc.log and any(mark in exc.log for mark in BROKEN_MARK.values()), exc.log
+
+
+def _increment_source(s):
+    return source(INCREMENT, s.device)
+
+
+misuses("compile", _increment_source, [
+    ("compile-missing-entry", "compile an entry point the source lacks", CompileError, "no_such_kernel",
+     lambda s, src: s.device.compile(src, "no_such_kernel")),
+    ("compile-entry-not-identifier", "compile entry 'not an identifier'", InvalidArgument, "identifier",
+     lambda s, src: s.device.compile(src, "not an identifier")),
+    ("compile-source-not-text", "compile the number 42", InvalidArgument, "source must be text",
+     lambda s, src: s.device.compile(42, "increment")),
+    ("compile-options-not-strings", "compile with options=[1]", InvalidArgument, "options must be strings",
+     lambda s, src: s.device.compile(src, "increment", options=[1])),
+    ("compile-bad-signature", "compile with signature 'int int int'", InvalidArgument, "cannot pass",
+     lambda s, src: s.device.compile(src, "increment", signature="int int int")),
+    ("compile-signature-not-parameters", "compile with signature=[1, 2]", InvalidArgument,
+     "parameters such as 'int n'", lambda s, src: s.device.compile(src, "increment", signature=[1, 2])),
+])
+
+
+@misuse("compile-syntax-error", "compile", "compile a kernel with an error in it", CompileError, "broken",
+        verify=_compile_log_names_the_error)
+def _(s):
+    return lambda: s.device.compile(BROKEN[s.device.info.kernel_language], "broken")
+
+
+@misuse("compile-signature-not-a-sequence", "compile", "compile with signature=42", InvalidArgument,
+        "signature", xfail=always("devicelayer/device.py Device.compile iterates signature before checking it "
+                                   "(TypeError): pass any non-str signature to parse_signature(signature), which "
+                                   "refuses what is not a sequence of parameters"))
+def _(s):
+    return lambda: s.device.compile(source(INCREMENT, s.device), "increment", signature=42)
+
+
+@misuse("release-twice", "compile", "release a program twice", InvalidArgument, "already released")
+def _(s):
+    prog = s.device.compile(source(INCREMENT, s.device), "increment", options=["-DRELEASED_TWICE"])
+    s.device.release(prog)
+    return lambda: s.device.release(prog)
+
+
+@misuse("release-foreign-program", "compile", "release a program of another device", InvalidArgument,
+        "not a program of")
+def _(s):
+    prog = s.program(device=s.other())
+    return lambda: s.device.release(prog)
+
+
+# -- launch ------------------------------------------------------------------------------------------------------------
+class _Launch:
+    """A compiled scale_add(y, x, a, n) and two float32 buffers of 16 elements, for launch misuse."""
+
+    def __init__(self, s) -> None:
+        self.prog = s.program(SCALE_ADD, "scale_add")
+        self.y, self.x = s.buffer(64, np.float32), s.buffer(64, np.float32)
+        self.freed = s.freed(64, np.float32)
+        self.launch = s.device.launch
+
+    def args(self, **change):
+        """The valid arguments, with some replaced: ``args(n=2.5)``."""
+        named = {"y": self.y, "x": self.x, "a": 1.0, "n": 16, **change}
+        return [named["y"], named["x"], named["a"], named["n"]]
+
+
+L = "launch"
+misuses(L, _Launch, [
+    ("launch-too-few-args", "launch scale_add with 3 arguments of 4", InvalidArgument, "takes 4 arguments",
+     lambda s, k: k.launch(k.prog, k.args()[:3], 16)),
+    ("launch-array-for-buffer", "pass a NumPy array where a buffer goes", InvalidArgument, "must be a Buffer",
+     lambda s, k: k.launch(k.prog, k.args(y=np.zeros(16, np.float32)), 16)),
+    ("launch-buffer-for-scalar", "pass a buffer where a float goes", InvalidArgument, "got a buffer",
+     lambda s, k: k.launch(k.prog, k.args(a=k.x), 16)),
+    ("launch-float-for-int", "pass 2.5 where an int goes", InvalidArgument, "got a float",
+     lambda s, k: k.launch(k.prog, k.args(n=2.5), 16)),
+    ("launch-int-overflow", "pass 2**40 as an int32", InvalidArgument, "cannot hold",
+     lambda s, k: k.launch(k.prog, k.args(n=1 << 40), 16)),
+    ("launch-bool-for-int", "pass True where an int goes", InvalidArgument, "got a bool",
+     lambda s, k: k.launch(k.prog, k.args(n=True), 16)),
+    ("launch-string-for-float", "pass '1.0' where a float goes", InvalidArgument, "got str",
+     lambda s, k: k.launch(k.prog, k.args(a="1.0"), 16)),
+    ("launch-args-not-a-list", "pass the arguments as a string", InvalidArgument, "args must be a list",
+     lambda s, k: k.launch(k.prog, "y x a n", 16)),
+    ("launch-not-a-program", "launch None", InvalidArgument, "expected a Program",
+     lambda s, k: k.launch(None, k.args(), 16)),
+    ("launch-freed-buffer", "launch on a freed buffer", InvalidArgument, "use after free",
+     lambda s, k: k.launch(k.prog, k.args(y=k.freed), 16)),
+    ("launch-zero-global-size", "launch over 0 work items", InvalidArgument, "must be positive",
+     lambda s, k: k.launch(k.prog, k.args(), 0)),
+    ("launch-global-size-4d", "launch over a 4-dimensional range", InvalidArgument, "1 to 3",
+     lambda s, k: k.launch(k.prog, k.args(), (1, 2, 2, 4))),
+    ("launch-global-size-float", "launch over 2.5 work items", InvalidArgument, "positive int",
+     lambda s, k: k.launch(k.prog, k.args(), 2.5)),
+    ("launch-local-size-too-large", "launch with a group larger than the device allows", InvalidArgument,
+     "exceeds the device's limit",
+     lambda s, k: k.launch(k.prog, k.args(), 16, s.device.info.max_work_item_sizes[0] + 1)),
+    ("launch-local-size-not-dividing", "launch 10 items in groups of 4", InvalidArgument, "not a multiple",
+     lambda s, k: k.launch(k.prog, k.args(), 10, 4)),
+    ("launch-local-size-dims-differ", "launch a 2-d range with 1-d groups", InvalidArgument,
+     "differ in dimensions", lambda s, k: k.launch(k.prog, k.args(), (8, 8), 4)),
+    ("launch-wait-not-events", "launch after wait=['x']", InvalidArgument, "not an Event",
+     lambda s, k: k.launch(k.prog, k.args(), 16, wait=["x"])),
+])
+
+
+@misuse("launch-released-program", L, "launch a released program", InvalidArgument, "was released")
+def _(s):
+    prog = s.device.compile(source(INCREMENT, s.device), "increment", options=["-DRELEASED"])
+    s.device.release(prog)
+    buf = s.buffer(64, np.int32)
+    return lambda: s.device.launch(prog, [buf, 16], 16)
+
+
+@misuse("launch-foreign-program", L, "launch a program of another device", InvalidArgument, "compiled for")
+def _(s):
+    prog = s.program(device=s.other())
+    buf = s.buffer(64, np.int32)
+    return lambda: s.device.launch(prog, [buf, 16], 16)
+
+
+@misuse("launch-foreign-buffer", L, "launch on a buffer of another device", InvalidArgument, "is a buffer of")
+def _(s):
+    k, foreign = _Launch(s), s.buffer(64, np.float32, device=s.other())
+    return lambda: k.launch(k.prog, k.args(y=foreign), 16)
+
+
+@misuse("launch-misaligned-view", L, "launch on a view at offset 4", InvalidArgument, "view alignment")
+def _(s):
+    if s.device.info.view_alignment <= 4:
+        pytest.skip("the device takes views at any 4-byte offset")
+    prog = s.program()
+    view = s.buffer(64, np.int32).view(4, 32)
+    return lambda: s.device.launch(prog, [view, 8], 8)
+
+
+# -- eager ops ---------------------------------------------------------------------------------------------------------
+def _four(s):
+    return s.tensor(np.ones(4, np.float32))
+
+
+misuses(L, _four, [
+    ("op-unknown", "run op 'frobnicate' on a Tensor", UnsupportedOp, "no op named 'frobnicate'",
+     lambda s, t: dl.ops.run("frobnicate", [t])),
+    ("op-array-input", "run relu on a NumPy array", InvalidArgument, "inputs must be Tensors",
+     lambda s, t: dl.ops.relu(np.ones(4, np.float32))),
+    ("op-no-inputs", "run relu on nothing", InvalidArgument, "needs at least one input",
+     lambda s, t: dl.ops.run("relu", [])),
+    ("op-unknown-attribute", "run relu with alpha=1", InvalidArgument, "unknown attribute",
+     lambda s, t: dl.ops.relu(t, alpha=1)),
+    ("op-out-wrong-shape", "run relu into an out= Tensor of another shape", InvalidArgument,
+     "out= tensor must be", lambda s, t: dl.ops.run("relu", [t], out=[t.reshape((2, 2))])),
+])
+
+
+@misuse("op-inputs-on-two-devices", L, "add Tensors of two devices", InvalidArgument, "transfer first")
+def _(s):
+    a, b = s.tensor(np.ones(4, np.float32)), s.tensor(np.ones(4, np.float32), s.other())
+    return lambda: dl.ops.add(a, b)
