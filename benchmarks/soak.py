@@ -277,7 +277,7 @@ def _table(rows: list[dict]):
 
     table = Table(title="soak: change against the baseline taken after warm-up")
     for col in ("device", "phase", "count", "us each", "free_bytes", "live buffers", "RSS KiB", "fds",
-                "threads (waiters)", "max error (checks)"):
+                "threads (waiters)", "objects", "max error (checks)"):
         table.add_column(col, justify="left" if col in ("device", "phase") else "right")
     for r in rows:
         err = f"{r['plan']['max_abs_error']:.2g} ({r['plan']['checked']})"
@@ -285,7 +285,7 @@ def _table(rows: list[dict]):
                                          ("plan runs", r["runs"], r["run_us"], r["delta_runs"], err)):
             table.add_row(r["device"], phase, str(count), f"{each:.1f}", f"{d['free_bytes']:+d}",
                           f"{d['live_buffers']:+d}", f"{d['rss_bytes'] / 1024:+.0f}", f"{d['open_fds']:+d}",
-                          f"{d['threads']:+d} ({d['waiter_threads']:+d})", e)
+                          f"{d['threads']:+d} ({d['waiter_threads']:+d})", f"{d['python_objects']:+d}", e)
     return table
 
 
@@ -309,8 +309,9 @@ def main(argv=None) -> int:
     devices = [dl.device(i) for i in args.device] if args.device else dl.devices()
     console = Console(width=None if sys.stdout.isatty() else 130)
     rows = []
+    # the bar keeps no speed samples: they would count among the objects the soak watches
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console) as progress:
+                  console=console, speed_estimate_period=1e-6) as progress:
         for dev in devices:
             task = progress.add_task(f"{dev.id}", total=args.cycles + args.runs)
             rows.append(soak_device(dev, args.cycles, args.runs, args.seed, args.check_every,
