@@ -722,6 +722,7 @@ class _VendorGemm(_Vendor):
 
 
 _IM2COL = None
+_COL_BYTES = 256 << 20  # the most im2col scratch one convolution takes at once
 
 
 def _im2col() -> Any:
@@ -729,17 +730,18 @@ def _im2col() -> Any:
     global _IM2COL
     if _IM2COL is None:
         _IM2COL = cupy.ElementwiseKernel(
-            "raw T x, int64 base, int32 ID, int32 IH, int32 IW, int32 KD, int32 KH, int32 KW, int32 OD, int32 OH, "
-            "int32 OW, int32 SD, int32 SH, int32 SW, int32 PD, int32 PH, int32 PW, int32 DD, int32 DH, int32 DW",
+            "raw T x, int64 base, int32 C, int32 ID, int32 IH, int32 IW, int32 KD, int32 KH, int32 KW, int32 OD, "
+            "int32 OH, int32 OW, int32 SD, int32 SH, int32 SW, int32 PD, int32 PH, int32 PW, int32 DD, int32 DH, "
+            "int32 DW",
             "T col",
             """
             long long r = i;
             int ow = r % OW; r /= OW; int oh = r % OH; r /= OH; int od = r % OD; r /= OD;
             int kw = r % KW; r /= KW; int kh = r % KH; r /= KH; int kd = r % KD; r /= KD;
-            long long c = r;
+            long long c = r % C, n = r / C;
             int zd = od * SD - PD + kd * DD, zh = oh * SH - PH + kh * DH, zw = ow * SW - PW + kw * DW;
             bool inside = zd >= 0 && zd < ID && zh >= 0 && zh < IH && zw >= 0 && zw < IW;
-            col = inside ? x[base + ((c * ID + zd) * IH + zh) * IW + zw] : (T)0;
+            col = inside ? x[base + (((n * C + c) * ID + zd) * IH + zh) * IW + zw] : (T)0;
             """, "devicelayer_im2col")
     return _IM2COL
 
@@ -756,7 +758,7 @@ def _bias() -> Any:
 
 
 class _VendorConv(_Vendor):
-    """Ungrouped convolution: per image, im2col then one cuBLAS GEMM, Y (M, P) = W (M, K) @ col (K, P)."""
+    """Ungrouped convolution as cuBLAS strided-batched GEMMs, Y[n] (M, P) = W (M, K) @ col[n] (K, P) (im2col)."""
 
     def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
         """Float convolutions without groups (grouped and depthwise ones use the op's kernels)."""
@@ -776,14 +778,17 @@ class _VendorConv(_Vendor):
         blas, size = self.dev._blas(), xt.dtype.itemsize
         x, w, y = (_address(b) for b in (in_bufs[0], in_bufs[1], out_bufs[0]))
         with stream:
-            col = None if pointwise else cupy.empty((K, P), xt.dtype)
-            xs = None if pointwise else _cupy_view(in_bufs[0], xt, index)
-            for n in range(N):  # per image: Y (M, P) = W (M, K) @ col (K, P)
-                if col is not None:
-                    _im2col()(xs, n * image, *in3, *k3, *out3, *s3, *p3, *d3, col)
-                blas.gemm(stream.ptr, xt.dtype, False, False, M, P, K, 1.0, w, K, 0,
-                          x + n * image * size if col is None else col.data.ptr, P, 0, 0.0, y + n * M * P * size,
-                          P, 0, 1)
+            if pointwise:  # Y[n] (M, P) = W (M, C) @ X[n] (C, P): one strided batch over the images
+                blas.gemm(stream.ptr, xt.dtype, False, False, M, P, K, 1.0, w, K, 0, x, P, image, 0.0, y, P, M * P, N)
+            else:  # im2col for as many images as fit a bounded scratch buffer, then one strided batch
+                per = max(1, min(N, _COL_BYTES // (K * P * size)))
+                col = cupy.empty((per, K, P), xt.dtype)
+                xs = _cupy_view(in_bufs[0], xt, index)
+                for n0 in range(0, N, per):
+                    nb = min(per, N - n0)
+                    _im2col()(xs, n0 * image, C, *in3, *k3, *out3, *s3, *p3, *d3, col[:nb])
+                    blas.gemm(stream.ptr, xt.dtype, False, False, M, P, K, 1.0, w, K, 0, col.data.ptr, P, K * P, 0.0,
+                              y + n0 * M * P * size, P, M * P, nb)
             if len(ins) == 3:
                 _bias()(_cupy_view(in_bufs[2], ins[2], index), np.int32(P), np.int32(M),
                         _cupy_view(out_bufs[0], yt, index))

@@ -129,6 +129,7 @@ class HostDevice(Device):
 
     def _work(self) -> None:
         while True:
+            task = event = fn = waits = failed = w = err = None  # hold nothing of a finished task while idle
             task = self._tasks.get()
             if task is None:
                 return

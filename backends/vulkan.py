@@ -569,6 +569,9 @@ class VulkanPool(MemoryPool):
         return dev.host_array(max(count * dt.itemsize, 1), dt)[:count].reshape(shape)
 
 
+_CACHE_MARK = b"devicelayer-sha256:"  # before the checksum that ends a pipeline cache file
+
+
 # -- device --------------------------------------------------------------------------------------------------------
 class VulkanDevice(Device):
     """One Vulkan physical device: one compute queue, one timeline semaphore, sub-allocated memory."""
@@ -806,6 +809,7 @@ class VulkanDevice(Device):
         sig = ffi.new("VkSemaphoreSignalInfo*", {"sType": vk.VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO,
                                                  "semaphore": self.semaphore})
         while True:
+            step = fn = err = None  # hold nothing of a finished step (host arrays, buffers) while idle
             step = self._steps.get()
             if step is None:
                 return
@@ -1023,10 +1027,16 @@ class VulkanDevice(Device):
                 data = fh.read()
         except OSError:
             data = b""
+        whole = len(data)
+        # the file is the driver's data and a checksum of it: a damaged or half-written file is not given to the driver
+        body, trailer = data[:-len(_CACHE_MARK) - 32], data[-len(_CACHE_MARK) - 32:]
+        if not trailer.startswith(_CACHE_MARK) or hashlib.sha256(body).digest() != trailer[len(_CACHE_MARK):]:
+            body = b""
+        data = body
         if len(data) < 32 or struct.unpack_from("<II", data, 4) != (1, phys.vendor_id) or \
                 struct.unpack_from("<I", data, 12)[0] != phys.device_id:
             data = b""
-        self.pipeline_cache_loaded = len(data)
+        self.pipeline_cache_loaded = whole if data else 0
         buf = ffi.new("char[]", data) if data else ffi.NULL
         ci = ffi.new("VkPipelineCacheCreateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
                                                     "initialDataSize": len(data), "pInitialData": buf})
@@ -1056,7 +1066,7 @@ class VulkanDevice(Device):
             os.makedirs(os.path.dirname(self.pipeline_cache_path), exist_ok=True)
             tmp = f"{self.pipeline_cache_path}.{os.getpid()}.tmp"
             with open(tmp, "wb") as fh:
-                fh.write(data)
+                fh.write(data + _CACHE_MARK + hashlib.sha256(data).digest())
             os.replace(tmp, self.pipeline_cache_path)
         except OSError as exc:
             log.warning("%s: could not save the pipeline cache: %s", self.id, exc)

@@ -139,9 +139,7 @@ class Device:
         if not all(isinstance(o, str) for o in options):
             raise InvalidArgument("compile: options must be strings")
         options = tuple(options)
-        sig = parse_signature(signature) if isinstance(signature, str) else (
-            tuple(a if isinstance(a, Arg) else parse_signature([a])[0] for a in signature)
-            if signature is not None else None)
+        sig = parse_signature(signature) if signature is not None else None
         key = self._cache_key(source, entry, options)
         with self._compile_lock:
             program = self._programs.get(key)

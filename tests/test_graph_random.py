@@ -28,8 +28,6 @@ def test_check_catches_a_wrong_element():
     assert spec.check(got, feeds)
 
 
-@pytest.mark.xfail(strict=True, reason="plans give a view of a constant (unsqueeze, reshape, ...) an arena "
-                                       "slot that is never filled on kernel devices (graph/plan.py)")
 def test_view_of_a_constant():
     devices = [d for d in DEVICES if dl.device(d).info.kernel_language != "python"]
     if not devices:

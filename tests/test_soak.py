@@ -103,10 +103,6 @@ def test_the_checks_catch_a_leak():
 @pytest.mark.timeout(60)
 def test_completed_work_holds_no_host_array(device, request):
     """Once an upload and a download are complete and the buffer is freed, devicelayer holds neither array."""
-    if device.info.backend in ("host", "vulkan"):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=(
-            "the backend's worker thread keeps its last task (closure, host array, buffer memory) alive until "
-            "the next task arrives: backends/host.py HostDevice._work and backends/vulkan.py VulkanDevice._work")))
     src = np.arange(1 << 16, dtype=np.uint8)
     dst = np.empty_like(src)
     refs = [weakref.ref(src), weakref.ref(dst)]

@@ -173,15 +173,16 @@ class ExecutionPlan:
         inputs = {id(v) for v in self.graph.inputs}
         outputs = {id(v) for v in self.graph.outputs.values()}
         # alias outputs share their input's storage, unless either side is bound per run (a graph
-        # input or output): then the node copies instead (see Step.copies)
+        # input or output) or the input is a constant (uploaded apart): then the node copies (Step.copies)
         roots: dict[int, int] = {}
+        constants = {id(v) for v in self.graph.values.values() if v.constant is not None}
         for s in steps:
             if s.kind == "node":
                 for a in s.op_plan.steps:
                     if isinstance(a, Alias):
                         src, dst = id(s.node.inputs[a.input]), id(s.node.outputs[a.output])
                         root = roots.get(src, src)
-                        if root in inputs or root in outputs or dst in outputs:
+                        if root in inputs or root in outputs or root in constants or dst in outputs:
                             s.copies.append((a.input, a.output))
                         else:
                             roots[dst] = root
@@ -341,6 +342,9 @@ class ExecutionPlan:
                 t.device.pool.free(t.buffer)
 
     def _feeds(self, inputs: Mapping[str, Any]) -> tuple[dict[int, Any], dict[str, TensorType]]:
+        if not isinstance(inputs, Mapping):
+            raise InvalidArgument(f"inputs must be a mapping of input name to array or Tensor, "
+                                  f"got {type(inputs).__name__}")
         expected = {v.name: v for v in self.graph.inputs}
         unknown = sorted(set(inputs) - set(expected))
         if unknown:
@@ -352,6 +356,7 @@ class ExecutionPlan:
         for name, v in expected.items():
             x = inputs[name]
             if isinstance(x, Tensor):
+                x.buffer.check_alive(f"input {name!r}")
                 t = TensorType(x.shape, x.dtype)
             else:
                 try:
@@ -471,8 +476,8 @@ class ExecutionPlan:
                 results[name] = Tensor(buf, types[id(v)].shape, types[id(v)].dtype, ev)
             self._await(results, node_events)
         except BaseException:
-            for dev, buf in owned:
-                if not buf.freed and not any(t.buffer is buf for t in locals().get("results", {}).values()):
+            for dev, buf in owned:  # the outputs too: a failed run returns none of them
+                if not buf.freed:
                     dev.pool.free(buf)
             raise
         keep = {id(t.buffer) for t in results.values()}

@@ -31,6 +31,7 @@ class Segment:
     device: Device
     nodes: list[Node] = field(default_factory=list)
     reads: list[tuple[int, int]] = field(default_factory=list)  # (value, device) keys made outside the segment
+    readers: dict[tuple[int, int], Node] = field(default_factory=dict)  # each read's first reader (for errors)
     writes: list[tuple[int, int]] = field(default_factory=list)
     recording: Recording | None = None
 
@@ -105,6 +106,7 @@ def _record_node(seg: Segment, step: Any, types: Mapping[int, Any], bufs: Mappin
     for k, v in zip(in_keys, node.inputs):
         if v.constant is None and k not in written and k not in seg.reads:
             seg.reads.append(k)
+            seg.readers[k] = node
     out_bufs = [bufs[(id(v), id(dev))] for v in node.outputs]
     rec = seg.recording
     record(rec, get(node.op), step.op_plan, [types[id(v)] for v in node.inputs],
@@ -131,7 +133,10 @@ def run(replay: Replay, feeds: Mapping[int, Any], types: Mapping[int, Any], to_n
     for item in replay.work:
         if isinstance(item, Segment):
             dev = item.device
-            ev = item.recording.replay([ready[k] for k in item.reads if k in ready] + after(dev))
+            waits = [ready[k] for k in item.reads if k in ready]
+            # a failed input is blamed on the node that reads it, not on the segment's first node
+            node_events.extend((item.readers[k], ready[k]) for k in item.reads if k in ready)
+            ev = item.recording.replay(waits + after(dev))
             for k in item.writes:
                 ready[k] = ev
             last[id(dev)] = ev

@@ -11,7 +11,7 @@ import devicelayer as dl
 from devicelayer import DeviceNotFound, GraphError, InvalidArgument, UnsupportedOp
 from devicelayer.kernels.op import TensorType, get
 
-from .catalogue import Doomed, always, caused_by, misuse, misuses
+from .catalogue import Doomed, caused_by, misuse, misuses
 
 
 class _Built:
@@ -182,19 +182,14 @@ misuses(R, _Plan, [
 ])
 
 
-@misuse("run-inputs-not-a-mapping", R, "run with a list of inputs", InvalidArgument, "inputs must be a mapping",
-        xfail=always("devicelayer/graph/plan.py ExecutionPlan._feeds treats inputs as a mapping (TypeError: "
-                     "unhashable type); check isinstance(inputs, Mapping) first and raise InvalidArgument"))
+@misuse("run-inputs-not-a-mapping", R, "run with a list of inputs", InvalidArgument, "inputs must be a mapping")
 def _(s):
     p = _Plan(s)
     return lambda: p.plan.run([p.ok])
 
 
 @misuse("run-freed-tensor", R, "run with a Tensor whose buffer was freed", InvalidArgument,
-        "input 'x': buffer was freed", xfail=always(
-            "devicelayer/graph/plan.py ExecutionPlan._feeds accepts a Tensor input whose buffer was freed; the run "
-            "fails later without naming the input ('view: buffer was freed'; GraphError from the first node when "
-            "unrecorded): call x.buffer.check_alive(f'input {name!r}') for each Tensor input"))
+        "input 'x': buffer was freed")
 def _(s):
     p = _Plan(s)
     return lambda: p.plan.run({"x": p.freed})
@@ -214,10 +209,7 @@ def _(s):
 
 
 @misuse("run-profiled-input-tensor-failed", R, "run with profile=True and a Tensor input whose producing work failed",
-        GraphError, "dependency 'doomed' failed", verify=caused_by(Doomed), xfail=always(
-            "devicelayer/graph/plan.py ExecutionPlan._run (the unrecorded run: profile=True or record=False) leaks "
-            "the output buffers of a failed run: its except-block skips the buffers in `results`, which are never "
-            "returned; free them there as _replay does (_free_results)"))
+        GraphError, "dependency 'doomed' failed", verify=caused_by(Doomed))
 def _(s):
     p, doomed = _doomed_input(s)
     return lambda: p.plan.run({"x": doomed}, profile=True)
