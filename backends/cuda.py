@@ -735,7 +735,7 @@ def _im2col() -> Any:
             "int32 DW",
             "T col",
             """
-            long long r = i;
+            unsigned int r = (unsigned int)i;  // a scratch buffer holds under 2**31 elements: 32-bit index math
             int ow = r % OW; r /= OW; int oh = r % OH; r /= OH; int od = r % OD; r /= OD;
             int kw = r % KW; r /= KW; int kh = r % KH; r /= KH; int kd = r % KD; r /= KD;
             long long c = r % C, n = r / C;
@@ -762,7 +762,9 @@ class _VendorConv(_Vendor):
 
     def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
         """Float convolutions without groups (grouped and depthwise ones use the op's kernels)."""
-        return attrs["group"] == 1 and ins[0].dtype in cuda_blas.DTYPES and all(t.size > 0 for t in (*ins, *outs))
+        col = math.prod(ins[1].shape[1:]) * math.prod(outs[0].shape[2:])  # one image's im2col elements
+        return (attrs["group"] == 1 and ins[0].dtype in cuda_blas.DTYPES and col < 2**31
+                and all(t.size > 0 for t in (*ins, *outs)))
 
     def enqueue(self, stream: Any, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> None:
         index = self.dev.index

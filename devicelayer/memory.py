@@ -279,9 +279,16 @@ class MemoryPool:
     def _release_buffer(self, buffer: Buffer) -> None:
         """Release a freed buffer's memory (its work is done) and drop the buffer's hold on the native handle."""
         handle = buffer.handle
+        derived = list(buffer._cache.values())  # native objects of views (OpenCL sub-buffers, pointers)
         buffer._cache.clear()
         buffer.handle = None
-        self._release_now(handle, buffer.nbytes)
+        try:
+            self._release_now(handle, buffer.nbytes)
+        finally:
+            # the allocation's last reference goes before its views': NVIDIA's OpenCL driver crashes
+            # when a plan's arena is released after the sub-buffers made from it
+            del handle
+            derived.clear()
 
     def _release_now(self, handle: Any, nbytes: int) -> None:
         try:
