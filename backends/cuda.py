@@ -246,9 +246,7 @@ class CudaPool(MemoryPool):
         label = f"upload {n} B to {dev.id}"
         with dev._enter(label):
             stream = dev.stream
-            for w in waits:  # this device's events are on this stream: its order implies them
-                if w.device is not dev and not w._done:
-                    stream.wait_event(w._nat())  # type: ignore[attr-defined]
+            dev._wait_foreign(stream, waits)
             if n <= SMALL_UPLOAD or _is_pinned(data):
                 _memcpy_async(dst, data.ctypes.data, n, _H2D, stream.ptr)
                 return dev._record(label, (data,))
@@ -271,9 +269,7 @@ class CudaPool(MemoryPool):
         label = f"download {n} B from {dev.id}"
         with dev._enter(label):
             stream = dev.stream
-            for w in waits:  # this device's events are on this stream: its order implies them
-                if w.device is not dev and not w._done:
-                    stream.wait_event(w._nat())  # type: ignore[attr-defined]
+            dev._wait_foreign(stream, waits)
             if _is_pinned(data):
                 _memcpy_async(data.ctypes.data, src, n, _D2H, stream.ptr)
                 return dev._record(label, (data,))
@@ -296,9 +292,7 @@ class CudaPool(MemoryPool):
         label = f"copy {src.nbytes} B on {dev.id}"
         with dev._enter(label):
             stream = dev.stream
-            for w in waits:  # this device's events are on this stream: its order implies them
-                if w.device is not dev and not w._done:
-                    stream.wait_event(w._nat())  # type: ignore[attr-defined]
+            dev._wait_foreign(stream, waits)
             _memcpy_async(dst.handle.ptr + dst.offset, src.handle.ptr + src.offset, src.nbytes, _D2D, stream.ptr)
             return dev._record(label)
 
@@ -463,6 +457,12 @@ class CudaDevice(Device):
             self._mark_seq, self._mark_ev = queued, native
             return native
 
+    def _wait_foreign(self, stream: Any, waits: Sequence[Event]) -> None:
+        """Make ``stream`` wait for the pending events of other CUDA devices (this device's are in stream order)."""
+        for w in waits:
+            if w.device is not self and not w._done:
+                stream.wait_event(w._nat())  # type: ignore[attr-defined]
+
     def _check_usable(self) -> None:
         if self._failed is not None:
             raise LaunchError(f"{self.id} is unusable: {self._failed} (a kernel fault corrupts the CUDA "
@@ -553,9 +553,7 @@ class CudaDevice(Device):
                 prev = _get_device()
                 if prev != self.index:
                     _set_device(self.index)
-            for w in waits:  # this device's events are on this stream: its order implies them
-                if w.device is not self and not w._done:
-                    stream.wait_event(w._nat())  # type: ignore[attr-defined]
+            self._wait_foreign(stream, waits)
             function(grid, block, values, 0, stream)
         except _CUDA_ERRORS as exc:
             raise self._fault(label, exc) from exc
@@ -622,9 +620,7 @@ class CudaDevice(Device):
         label = f"replay of a CUDA graph on {self.id}"
         with self._enter(label):
             stream = self.stream
-            for w in waits:  # this device's events are on this stream: its order implies them
-                if w.device is not self and not w._done:
-                    stream.wait_event(w._nat())  # type: ignore[attr-defined]
+            self._wait_foreign(stream, waits)
             native.graph.launch(stream)
             return self._record(label, keepalive=native)
 
@@ -684,9 +680,7 @@ class _Vendor:
         dev = self.dev
         with dev._enter(self.label):
             stream = dev.stream
-            for w in natives:  # this device's events are on this stream: its order implies them
-                if w.device is not dev and not w._done:
-                    stream.wait_event(w._nat())  # type: ignore[attr-defined]
+            dev._wait_foreign(stream, natives)
             with cupy.cuda.using_allocator(dev.pool.cupy_pool.malloc):  # scratch counts against the device
                 self.enqueue(stream, ins, outs, attrs, in_bufs, out_bufs)
             return dev._record(self.label, keepalive=(tuple(in_bufs), tuple(out_bufs)))

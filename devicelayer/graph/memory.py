@@ -8,6 +8,7 @@ lifetime it shares.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -58,3 +59,8 @@ def plan_arena(slots: list[Slot], alignment: int = 256) -> ArenaPlan:
     steps = sorted({s.first for s in slots} | {s.last for s in slots})
     lower = max((sum(sizes[s.key] for s in slots if s.first <= t <= s.last) for t in steps), default=0)
     return ArenaPlan(offsets, peak, lower, sum(sizes.values()))
+
+
+def nbytes(t: Any) -> int:
+    """Bytes a value of TensorType ``t`` takes in memory (at least one element, so empty values have an address)."""
+    return max(t.size * t.dtype.itemsize, t.dtype.itemsize)

@@ -24,7 +24,7 @@ from ..memory import Buffer
 from ..tensors import Tensor
 from ..transfer import copy_between
 from .ir import Graph, Node, Value
-from .memory import ArenaPlan, Slot, plan_arena
+from .memory import ArenaPlan, Slot, nbytes as _nbytes, plan_arena
 from .placement import Placement, place
 
 
@@ -78,8 +78,6 @@ def infer_types(graph: Graph, nodes: Sequence[Node], inputs: Mapping[str, Tensor
     return types
 
 
-def _nbytes(t: TensorType) -> int:
-    return max(t.size * t.dtype.itemsize, t.dtype.itemsize)
 
 
 class ExecutionPlan:

@@ -22,6 +22,7 @@ from ..recording import Recording
 from ..tensors import Tensor
 from ..transfer import copy_between
 from .ir import Node
+from .memory import nbytes as _nbytes
 
 
 @dataclass
@@ -54,10 +55,6 @@ class Replay:
             if not buf.freed:
                 buf.pool.free(buf)
         self.io.clear()
-
-
-def _nbytes(t: Any) -> int:
-    return max(t.size * t.dtype.itemsize, t.dtype.itemsize)
 
 
 def build(prepared: Any, graph: Any) -> Replay:
