@@ -425,6 +425,8 @@ class CudaDevice(Device):
         self._geometry: dict[tuple[int, ...], tuple[tuple[int, ...], tuple[int, ...]]] = {}
         self.capture_failures: list[str] = []  # why recordings fell back to item-by-item replay
         self._blas_handle: cuda_blas.Blas | None = None
+        self._capture_stream: Any = None  # the stream recordings are captured on (captures are serialised)
+        self._capture_lock = threading.Lock()
 
     # -- helpers --------------------------------------------------------------------------
     def _enter(self, label: str) -> _Enter:
@@ -574,7 +576,8 @@ class CudaDevice(Device):
     def _build_recording(self, items: list[Any]) -> Any:
         """A CUDA graph captured from the items; item by item where something cannot be captured."""
         try:
-            return self._capture(items)
+            with self._capture_lock:
+                return self._capture(items)
         except Exception as exc:  # e.g. a library call that allocates in a way capture refuses
             self.capture_failures.append(f"{type(exc).__name__}: {exc}")
             return super()._build_recording(items)
@@ -583,7 +586,9 @@ class CudaDevice(Device):
         pool = cupy.cuda.MemoryPool()  # library temporaries of the captured work live as long as the graph
         self._check_usable()
         with self.cu_device:
-            stream = cupy.cuda.Stream(non_blocking=True)
+            if self._capture_stream is None:
+                self._capture_stream = cupy.cuda.Stream(non_blocking=True)
+            stream = self._capture_stream
             error: BaseException | None = None
             with cupy.cuda.using_allocator(pool.malloc):
                 stream.begin_capture(cupy.cuda.runtime.streamCaptureModeRelaxed)
@@ -612,7 +617,7 @@ class CudaDevice(Device):
                     raise error
             if hasattr(graph, "upload"):
                 graph.upload(self.stream)  # instantiate now, not on the first replay
-        return _Captured(graph, pool, stream, [item.program for item in items if item.kind == "launch"])
+        return _Captured(graph, pool, [item.program for item in items if item.kind == "launch"])
 
     def _replay_recording(self, native: Any, waits: list[Event]) -> Event:
         if type(native) is not _Captured:
@@ -793,8 +798,8 @@ class _VendorConv(_Vendor):
 class _Captured:
     """A captured CUDA graph with the memory pool of its library temporaries and the programs it launches."""
 
-    def __init__(self, graph: Any, pool: Any, stream: Any, programs: list) -> None:
-        self.graph, self.pool, self.stream, self.programs = graph, pool, stream, programs
+    def __init__(self, graph: Any, pool: Any, programs: list) -> None:
+        self.graph, self.pool, self.programs = graph, pool, programs
 
 
 def _address(buffer: Buffer) -> int:
