@@ -5,7 +5,7 @@ onnxruntime and, when torch imports, PyTorch eager.
 There is no ONNX-to-PyTorch converter in the environment, so the PyTorch peer runs the *same* devicelayer
 Graph (after the ONNX front end's folding) through ``torch.nn.functional``, one call per node, eagerly
 on the GPU (cuDNN conv, cuBLAS matmul; TF32 off, as devicelayer computes IEEE float32).  Times are per
-inference, median over the repetitions, inputs from and outputs back on the host for every contestant (onnxruntime and devicelayer return NumPy; the PyTorch timing ends
+inference, median over the repetitions (devicelayer and onnxruntime timed in alternation), inputs from and outputs back on the host for every contestant (onnxruntime and devicelayer return NumPy; the PyTorch timing ends
 at ``torch.cuda.synchronize`` with the output copied to the host).
 """
 
@@ -16,6 +16,8 @@ import time
 from typing import Any
 
 import numpy as np
+
+from .common import interleaved
 
 TITLE = "model latency (ms per inference, median; ratio = devicelayer / peer)"
 
@@ -28,6 +30,22 @@ def _median_ms(fn, repeat: int) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times) * 1e3
+
+
+def _paired_ms(a, b, repeat: int) -> tuple[float, float]:
+    """Medians (ms) of ``a`` and ``b`` timed in alternation after a warm-up of each, so that the machine's
+    load changes (other processes, clock) hit both alike."""
+    def once(fn):
+        def timed() -> float:
+            t0 = time.perf_counter()
+            fn()
+            return time.perf_counter() - t0
+        return timed
+
+    a()
+    b()
+    ta, tb = interleaved(once(a), once(b), repeat)
+    return ta * 1e3, tb * 1e3
 
 
 def _torch_runner(graph: Any, feeds: dict[str, np.ndarray], device: str):
@@ -153,9 +171,11 @@ def run(devices, quick: bool = False) -> list[dict]:
                 try:
                     plan = graph.compile([dev.id])
                     slow = dev.info.device_type == "cpu" or dev.info.backend == "host"
-                    row["devicelayer_ms"] = _median_ms(lambda: plan(**feeds), max(2, repeat // 3) if slow else repeat)
+                    # onnxruntime again, in alternation with the plan: both see the same load
+                    row["onnxruntime_cpu_ms"], row["devicelayer_ms"] = _paired_ms(
+                        lambda: sess.run(None, feeds), lambda: plan(**feeds), max(3, repeat // 2) if slow else repeat)
                     plan.release()
-                    row["ratio_ort"] = row["devicelayer_ms"] / ort_ms
+                    row["ratio_ort"] = row["devicelayer_ms"] / row["onnxruntime_cpu_ms"]
                 except Exception as exc:  # a device that cannot run a model is a row, not a crash
                     row["error"] = f"{type(exc).__name__}: {str(exc)[:120]}"
                 if dev.info.backend == "cuda":

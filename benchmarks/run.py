@@ -10,6 +10,7 @@ import argparse
 import datetime as dt
 import importlib
 import json
+import os
 import platform
 import socket
 import subprocess
@@ -23,6 +24,8 @@ import devicelayer as dl
 
 BENCHMARKS = ["launch", "bandwidth", "graph", "gemm", "conv"]
 RESULTS = Path(__file__).resolve().parent / "results"
+#: environment variables that change the host's BLAS and thread pools (recorded with the results)
+THREAD_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def _commit() -> str:
@@ -34,11 +37,13 @@ def _commit() -> str:
 
 
 def context(devices) -> dict:
-    """Where and on what a benchmark ran: date, machine, Python, commit, the devices and the missing backends."""
+    """Where and on what a benchmark ran: date, machine, Python, commit, the devices, the missing backends and
+    the BLAS / thread environment."""
     return {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "host": socket.gethostname(),
             "machine": platform.platform(), "python": platform.python_version(), "commit": _commit(),
             "devices": [d.info.as_dict() for d in devices],
-            "unavailable": [{"backend": u.backend, "reason": u.reason} for u in dl.unavailable()]}
+            "unavailable": [{"backend": u.backend, "reason": u.reason} for u in dl.unavailable()],
+            "env": {k: os.environ[k] for k in THREAD_ENV if k in os.environ}}
 
 
 def write(doc: dict, folder, name: str) -> Path:

@@ -22,7 +22,7 @@ class TensorType:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return int(math.prod(self.shape))  # exact, and ~20x faster than np.prod on a tuple
 
     @staticmethod
     def of(shape: Sequence[int], dtype: Any) -> "TensorType":

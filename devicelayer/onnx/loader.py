@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..errors import DeviceLayerError, GraphError, InvalidArgument, UnsupportedOp
+from ..graph.fold import fold_affine
 from ..graph.ir import Graph, Value
 
 #: op types never folded even when their inputs are constant (not deterministic)
@@ -245,8 +246,9 @@ def _input_shape(vi: Any, input_shapes: Mapping[str, Sequence[int]] | None) -> t
     return tuple(1 if d is None else d for d in declared)
 
 
-def convert(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
-    """Build a Graph from a checked ModelProto."""
+def convert(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None, fold: bool = True) -> Graph:
+    """Build a Graph from a checked ModelProto (``fold``: per-channel affine maps folded into the conv or
+    batch normalization before them, see ``devicelayer.graph.fold``)."""
     from .converters import CONVERTERS
 
     onnx = _onnx()
@@ -339,7 +341,7 @@ def convert(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None)
         if v.name in g.outputs:
             v = ctx.as_value(np.array(x)) if isinstance(x, np.ndarray) else v
         g.output(vo.name, v)
-    return g
+    return fold_affine(g) if fold else g
 
 
 def _fold_or_shape(ctx: Context, node: Any, ir: int) -> list[np.ndarray]:
@@ -358,13 +360,16 @@ def _fold_or_shape(ctx: Context, node: Any, ir: int) -> list[np.ndarray]:
     return _fold(ctx, node, ir)
 
 
-def load(source: Any, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
+def load(source: Any, input_shapes: Mapping[str, Sequence[int]] | None = None, fold: bool = True) -> Graph:
     """Load an ONNX model (path, bytes or ModelProto) as a devicelayer Graph.
 
     ``input_shapes`` maps input names to shapes for dynamic dimensions
     (``dim_param`` or 0); a dynamic dimension not given is 1.
+    With ``fold`` (the default) a BatchNormalization, Mul or Add by per-channel
+    constants right after a Conv or BatchNormalization is folded into its
+    parameters (those nodes are then not in the graph), as inference runtimes do.
     Unsupported ops raise UnsupportedOp naming the op type and the node; a
     malformed model raises GraphError.
     """
     model = read_model(source)
-    return convert(model, input_shapes)
+    return convert(model, input_shapes, fold)

@@ -21,6 +21,7 @@ from ..dialect import KernelSpec, Param, dialect_type
 from ..op import Launch, Op, Plan, TensorType, groups_for, local_1d, register
 from . import matmul as _mm
 from .matmul import GROUP_SIZE, gemm_steps, kernel_source, tiled_defines, tiled_fits, tiled_shared
+from .windows import padded, rows, runs, windows
 
 _AUTO_PAD = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
 _SCALARS = ("NB", "Cg", "Mg", "G", "ID", "IH", "IW", "OD", "OH", "OW")
@@ -212,32 +213,91 @@ class Conv(_ConvBase):
 
     def reference(self, inputs, attrs):
         x, w = inputs[0], inputs[1]
-        dtype, ct = x.dtype, _compute_dtype(inputs[0])
-        x, w = x.astype(ct), w.astype(ct)
+        dtype, ct = x.dtype, _compute_dtype(x)
+        x, w = x.astype(ct, copy=False), w.astype(ct, copy=False)
         nd = x.ndim - 2
         G = attrs["group"]
         s, d, k, p = attrs["strides"], attrs["dilations"], attrs["kernel_shape"], attrs["pads"]
         out = self.out_shape([TensorType.of(a.shape, a.dtype) for a in inputs], attrs)
         N, C, M = x.shape[0], x.shape[1], w.shape[0]
-        xp = np.pad(x, [(0, 0), (0, 0)] + [(p[i], p[nd + i]) for i in range(nd)])
-        # im2col: every kernel position's strided window, then one batched matrix product (BLAS)
-        cols = np.empty((N, G, C // G, *k, *out[2:]), ct)
-        for kpos in np.ndindex(*k):
-            sl = tuple(slice(kpos[i] * d[i], kpos[i] * d[i] + s[i] * (out[2 + i] - 1) + 1, s[i])
-                       for i in range(nd))
-            cols[(slice(None),) * 3 + kpos] = xp[(slice(None), slice(None)) + sl].reshape(N, G, C // G, *out[2:])
-        K = (C // G) * int(np.prod(k, dtype=np.int64))
-        S = int(np.prod(out[2:], dtype=np.int64))
-        wm = w.reshape(G, M // G, K)
+        xp = np.ascontiguousarray(padded(x, p[:nd], p[nd:]))  # ``runs`` needs a C-ordered image
         with np.errstate(all="ignore"):
-            cols = cols.reshape(N, G, K, S)
-            if G == 1 and N:  # plain 2-D products: the BLAS path NumPy takes most reliably
-                y = np.stack([wm[0] @ cols[n, 0] for n in range(N)]).reshape(out)
+            if not x.size or not w.size:  # nothing to multiply: sums over no terms (or no output)
+                y = np.zeros(out, ct)
+            elif G == 1 and all(v == 1 for v in s) and math.prod(k) > 1:
+                y = _conv_flat(xp, w, d, out)
+            elif C // G == 1 and M // G == 1 and G > 1:
+                y = _conv_depthwise(xp, w, s, d, out)
             else:
-                y = np.matmul(wm[None], cols).reshape(out)
+                y = _conv_im2col(windows(xp, k, s, d, out[2:]), w, G, out)
             if len(inputs) == 3:
-                y += inputs[2].astype(ct).reshape((1, M) + (1,) * nd)
-        return [y.astype(dtype)]
+                y += inputs[2].astype(ct, copy=False).reshape((1, M) + (1,) * nd)
+        return [y.astype(dtype, copy=False)]
+
+
+#: im2col buffers above twice this size are filled and multiplied a band of output rows at a time (cache-sized)
+_CHUNK_BYTES = 4 << 20
+
+
+def _products(w: np.ndarray, cols: np.ndarray, y: np.ndarray, nout: int) -> None:
+    """``y = w @ cols``: w (M, K), cols (K's axes..., ``nout`` output axes) any strided view, y (M, S) with S
+    the outputs in order.  im2col copies ``cols`` (no copy where the view is contiguous), in bands of the
+    first output axis when large, each band followed by its BLAS product."""
+    K, outs = w.shape[1], cols.shape[-nout:]
+    S = math.prod(outs)
+    inner = S // outs[0] if outs[0] else 0
+    rows = outs[0] if K * S * w.itemsize <= 2 * _CHUNK_BYTES else max(1, _CHUNK_BYTES // (K * inner * w.itemsize))
+    if rows >= outs[0]:
+        np.matmul(w, cols.reshape(K, S), out=y)
+        return
+    band = np.empty(cols.shape[:-nout] + (rows,) + outs[1:], w.dtype)
+    rest = (slice(None),) * (nout - 1)
+    for a in range(0, outs[0], rows):
+        b = min(outs[0], a + rows)
+        part = band[(Ellipsis, slice(0, b - a)) + rest]
+        np.copyto(part, cols[(Ellipsis, slice(a, b)) + rest])
+        np.matmul(w, part.reshape(K, -1), out=y[:, a * inner:b * inner])
+
+
+def _conv_flat(xp: np.ndarray, w: np.ndarray, d: Sequence[int], out: Sequence[int]) -> np.ndarray:
+    """A stride-1 ungrouped conv: im2col copies long contiguous runs (``runs``), then BLAS products."""
+    view, full = runs(xp, w.shape[2:], d, out)
+    for n in range(xp.shape[0]):
+        _products(w.reshape(w.shape[0], -1), view[n], full[n, :, :view.shape[-1]], 1)
+    return rows(full, xp, out)
+
+
+def _conv_im2col(win: np.ndarray, w: np.ndarray, G: int, out: Sequence[int]) -> np.ndarray:
+    """A conv from its windows (N, C, *k, *out): im2col (none for 1x1 stride-1 convs) and BLAS products."""
+    N, C, M = win.shape[0], win.shape[1], w.shape[0]
+    nd = len(out) - 2
+    S = math.prod(out[2:])
+    y = np.empty((N, G, M // G, S), w.dtype)
+    wm = w.reshape(G, M // G, -1)
+    for n in range(N):
+        for g in range(G):
+            _products(wm[g], win[n, g * (C // G):(g + 1) * (C // G)], y[n, g], nd)
+    return y.reshape(out)
+
+
+def _conv_depthwise(xp: np.ndarray, w: np.ndarray, s: Sequence[int], d: Sequence[int],
+                    out: Sequence[int]) -> np.ndarray:
+    """A depthwise conv (one input and one output channel per group): a multiply-add per kernel position,
+    over contiguous runs of the image when the stride is 1."""
+    C, nd, k = xp.shape[1], len(out) - 2, w.shape[2:]
+    flat = all(v == 1 for v in s)
+    if flat:
+        win, full = runs(xp, k, d, out)
+        acc = full[..., :win.shape[-1]]
+    else:
+        win, acc = windows(xp, k, s, d, out[2:]), np.empty(out, w.dtype)
+    wk = w.reshape(C, -1, *(1,) * (win.ndim - 2 - len(k)))
+    term = np.empty_like(acc)
+    for j, kpos in enumerate(np.ndindex(*k)):
+        np.multiply(win[(slice(None), slice(None)) + kpos], wk[:, j], out=acc if j == 0 else term)
+        if j:
+            acc += term
+    return rows(full, xp, out) if flat else acc
 
 
 @register

@@ -289,9 +289,11 @@ class Gemm(Op):
         b = arrays[1].T if attrs["transB"] else arrays[1]
         kind = a.dtype.type
         with np.errstate(all="ignore"):
-            y = kind(attrs["alpha"]) * np.matmul(a, b)
+            y = np.matmul(a, b)
+            if attrs["alpha"] != 1:
+                y *= kind(attrs["alpha"])
             if len(arrays) == 3:
-                y = y + kind(attrs["beta"]) * arrays[2]
+                y += arrays[2] if attrs["beta"] == 1 else kind(attrs["beta"]) * arrays[2]
         M, N, _ = self._mnk([TensorType.of(x.shape, x.dtype) for x in inputs], attrs)
         return [np.asarray(np.broadcast_to(y, (M, N)), dtype=dtype)]
 

@@ -263,11 +263,14 @@ class BatchNormalization(Op):
         return [inputs[0]]
 
     def reference(self, inputs, attrs):
-        x, scale, bias, mean, var = inputs
+        x = inputs[0]
+        ct = np.float32 if x.dtype == np.float16 else x.dtype.type  # float16 computes in float32, as the kernels
+        scale, bias, mean, var = (p.astype(ct, copy=False) for p in inputs[1:])
         shape = (1, -1) + (1,) * (len(x.shape) - 2)
-        scale, bias, mean, var = (p.reshape(shape) for p in (scale, bias, mean, var))
-        with np.errstate(all="ignore"):
-            y = (x - mean) / np.sqrt(var + x.dtype.type(attrs["epsilon"])) * scale + bias
+        with np.errstate(all="ignore"):  # per channel y = x * a + b: the affine map folded first
+            a = scale / np.sqrt(var + ct(attrs["epsilon"]))
+            y = x * a.reshape(shape)
+            y += (bias - mean * a).reshape(shape)
         return [np.asarray(y, dtype=x.dtype)]
 
     def unsupported(self, inputs, attrs, info):
@@ -328,16 +331,17 @@ class Lrn(Op):
         x = inputs[0]
         lo, hi = self._window(attrs["size"])
         C = x.shape[1]
-        sq = x * x
-        pad = [(0, 0)] * len(x.shape)
-        pad[1] = (lo, hi)
-        padded = np.pad(sq, pad)
+        sq = np.zeros((x.shape[0], C + lo + hi) + x.shape[2:], x.dtype)
+        np.multiply(x, x, out=sq[:, lo:lo + C])
         ss = np.zeros_like(x)
         for j in range(lo + hi + 1):
-            ss = ss + padded[:, j:j + C]
+            ss += sq[:, j:j + C]
         t = x.dtype.type
         with np.errstate(all="ignore"):
-            y = x / (t(attrs["bias"]) + t(attrs["alpha"] / attrs["size"]) * ss) ** t(attrs["beta"])
+            ss *= t(attrs["alpha"] / attrs["size"])
+            ss += t(attrs["bias"])
+            np.power(ss, t(attrs["beta"]), out=ss)
+            y = x / ss
         return [np.asarray(y, dtype=x.dtype)]
 
     def unsupported(self, inputs, attrs, info):

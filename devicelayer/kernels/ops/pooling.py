@@ -20,7 +20,6 @@ Conventions (ONNX, as onnxruntime and PyTorch):
 
 from __future__ import annotations
 
-import itertools
 from typing import Any, Sequence
 
 import numpy as np
@@ -30,6 +29,7 @@ from ...info import DeviceInfo
 from ..dialect import KernelSpec, Param, dialect_type
 from ..op import Launch, Op, Plan, TensorType, groups_for, local_1d, register
 from .movement import int_attr, ints_attr, refuse_unknown
+from .windows import padded, rows, runs, windows
 
 _AUTO_PAD = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
 
@@ -120,38 +120,45 @@ class _Pool(Op):
     def reference(self, inputs, attrs):
         x = inputs[0]
         k, s, d = attrs["kernel_shape"], attrs["strides"], attrs["dilations"]
-        pb, pe, out = self.geometry(x.shape[2:], attrs)
+        begins, ends, out = self.geometry(x.shape[2:], attrs)
         acc_t = _acc_dtype(x.dtype)
-        # a padded copy big enough for every window (window position p lies at p + lo),
-        # and masks of the input and of the padded extent [-begin, size + end)
-        lo = [max(b, 0) for b in pb]
-        size = [max(m + n, m + (o - 1) * st - b + (kk - 1) * dd + 1 if o else 0)
-                for m, n, o, st, b, kk, dd in zip(lo, x.shape[2:], out, s, pb, k, d)]
-        fill = -np.inf if self.kind == "max" else 0
-        xp = np.full(x.shape[:2] + tuple(size), fill, acc_t)
-        inner = tuple(slice(m, m + n) for m, n in zip(lo, x.shape[2:]))
-        xp[(Ellipsis, *inner)] = x
-        valid = np.zeros(size, np.int64)
-        valid[inner] = 1
-        padded = np.zeros(size, np.int64)
-        padded[tuple(slice(max(m - b, 0), max(m + n + e, 0)) for m, b, n, e in zip(lo, pb, x.shape[2:], pe))] = 1
-        acc = np.full(x.shape[:2] + tuple(out), fill, acc_t)
-        count = np.zeros(out, np.int64)
-        pcount = np.zeros(out, np.int64)
-        for offs in itertools.product(*[range(kk) for kk in k]):
-            win = tuple(slice(m - b + o * dd, m - b + o * dd + (n - 1) * st + 1, st)
-                        for m, b, o, dd, n, st in zip(lo, pb, offs, d, out, s))
-            if self.kind == "max":
-                acc = np.maximum(acc, xp[(Ellipsis, *win)])
+        # pad with a value that never wins (max) or adds nothing (average), far enough for every window
+        # (ceil_mode may reach past the end padding); then one strided view of all windows
+        reach = [max(b + n + e, (o - 1) * st + (kk - 1) * dd + 1 if o else 0)
+                 for b, n, e, o, st, kk, dd in zip(begins, x.shape[2:], ends, out, s, k, d)]
+        xp = np.ascontiguousarray(padded(x.astype(acc_t, copy=False), begins,
+                                         [r - b - n for r, b, n in zip(reach, begins, x.shape[2:])],
+                                         -np.inf if self.kind == "max" else 0.0))
+        shape = x.shape[:2] + tuple(out)
+        flat = all(st == 1 for st in s) and all(out)  # stride 1: each kernel position is one long run
+        if flat:
+            win, full = runs(xp, k, d, shape)
+            acc = full[..., :win.shape[-1]]
+        else:
+            win, acc = windows(xp, k, s, d, out), np.empty(shape, acc_t)
+        combine = np.maximum if self.kind == "max" else np.add
+        for j, kpos in enumerate(np.ndindex(*k)):
+            if j == 0:
+                acc[...] = win[(slice(None), slice(None)) + kpos]
             else:
-                acc = acc + xp[(Ellipsis, *win)]
-                count += valid[win]
-                pcount += padded[win]
+                combine(acc, win[(slice(None), slice(None)) + kpos], out=acc)
+        if flat:
+            acc = rows(full, xp, shape)
         if self.kind == "avg":
-            div = pcount if attrs["count_include_pad"] else count
+            # each window's positions inside the input, or inside the padded extent [-begin, size + end):
+            # a product over the spatial dims (positions counted from the padded begin)
+            cip = attrs["count_include_pad"]
+            div = np.ones(out, np.int64)
+            for i, (kk, st, dd, o, n) in enumerate(zip(k, s, d, out, x.shape[2:])):
+                pos = np.arange(o)[:, None] * st + np.arange(kk)[None, :] * dd
+                lo, hi = (0, begins[i] + n + ends[i]) if cip else (begins[i], begins[i] + n)
+                inside = ((pos >= lo) & (pos < hi)).sum(axis=1)
+                div = div * inside.reshape((-1,) + (1,) * (len(k) - 1 - i))
             with np.errstate(all="ignore"):
-                acc = np.where(div > 0, acc / np.maximum(div, 1).astype(acc_t), 0)
-        return [acc.astype(x.dtype)]
+                acc /= np.maximum(div, 1).astype(acc_t)
+                if not div.all():  # windows with no element to count give 0
+                    acc[np.broadcast_to(div == 0, acc.shape)] = 0
+        return [acc.astype(x.dtype, copy=False)]
 
     def plan(self, inputs, outputs, attrs, info: DeviceInfo) -> Plan:
         x = inputs[0]

@@ -1,0 +1,108 @@
+"""Folding per-channel affine maps into the conv or batch normalization before them.
+
+``fold_affine(graph)`` returns an equivalent graph where a ``batch_normalization``,
+``mul`` or ``add`` with constant per-channel operands that follows a ``conv`` (or a
+``batch_normalization``) with constant parameters, as that node's only reader, is
+merged into it: conv weights and bias are rescaled, batch-normalization scale and
+bias adjusted.  Inference runtimes do the same (ONNX Runtime's conv/BN fusion); it
+removes a full pass over the tensor and a node per folded op on every device.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .ir import Graph, Node, Value, consumers
+
+#: ops that can absorb a following per-channel affine map
+_ABSORBERS = ("conv", "batch_normalization")
+
+
+def _channel_vector(v: Value, rank: int, channels: int) -> np.ndarray | None:
+    """A constant operand that varies only along axis 1 of a rank-``rank`` tensor, as a (channels,) float64
+    vector; None when it is not one."""
+    c = v.constant
+    if c is None or c.dtype.kind != "f" or c.ndim > rank:
+        return None
+    shape = (1,) * (rank - c.ndim) + c.shape
+    if any(s != 1 for k, s in enumerate(shape) if k != 1) or shape[1] not in (1, channels):
+        return None
+    return np.broadcast_to(c.reshape(-1).astype(np.float64), (channels,))
+
+
+def _affine(node: Node, x: Value) -> tuple[np.ndarray, np.ndarray] | None:
+    """(a, b) with node(x) = x * a + b per channel (axis 1), when the node is such a map of ``x``."""
+    if not x.shape or len(x.shape) < 2 or x.dtype.kind != "f" or node.outputs[0].dtype != x.dtype:
+        return None
+    rank, channels = len(x.shape), x.shape[1]
+    if node.op == "batch_normalization" and node.inputs[0] is x:
+        if any(v.constant is None or v.constant.shape != (channels,) for v in node.inputs[1:]):
+            return None
+        scale, bias, mean, var = (v.constant.astype(np.float64) for v in node.inputs[1:])
+        a = scale / np.sqrt(var + node.attrs["epsilon"])
+        return a, bias - mean * a
+    if node.op in ("mul", "add") and len(node.inputs) == 2 and node.outputs[0].shape == x.shape:
+        other = node.inputs[1] if node.inputs[0] is x else node.inputs[0]
+        c = _channel_vector(other, rank, channels) if other is not x else None
+        if c is None:
+            return None
+        return (c, np.zeros(channels)) if node.op == "mul" else (np.ones(channels), c)
+    return None
+
+
+def _absorb(node: Node, a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
+    """The parameters (inputs after the first) of ``node`` once ``y * a + b`` is applied to its output ``y``."""
+    consts = [v.constant for v in node.inputs[1:]]
+    if node.op == "conv":
+        w = consts[0]
+        ct = np.promote_types(w.dtype, np.float32)  # the weights scaled in their own dtype (float16 in float32)
+        bias = consts[1].astype(np.float64) if len(consts) > 1 else np.zeros(w.shape[0])
+        scaled = w.astype(ct, copy=False) * a.astype(ct).reshape((-1,) + (1,) * (w.ndim - 1))
+        return [scaled.astype(w.dtype, copy=False), (bias * a + b).astype(w.dtype)]
+    scale, bias = (c.astype(np.float64) for c in consts[:2])
+    return [(scale * a).astype(consts[0].dtype), (bias * a + b).astype(consts[1].dtype), *consts[2:]]
+
+
+def fold_affine(graph: Graph) -> Graph:
+    """An equivalent graph with per-channel affine maps folded into the conv / batch normalization before them."""
+    nodes = graph.order()
+    readers = consumers(nodes)
+    outputs = {id(v) for v in graph.outputs.values()}
+    merged: dict[int, tuple[np.ndarray, np.ndarray, Node]] = {}  # absorber id -> (a, b, last folded node)
+    skip: set[int] = set()
+    for node in nodes:
+        if id(node) in skip or node.op not in _ABSORBERS or any(v.constant is None or v.dtype.kind != "f" for v in node.inputs[1:]):
+            continue
+        a = b = None
+        last = node
+        while True:  # compose the affine maps that follow, one reader at a time
+            y = last.outputs[0]
+            after = readers.get(id(y), [])
+            ab = _affine(after[0], y) if len(after) == 1 and id(y) not in outputs else None
+            if ab is None:
+                break
+            a, b = ab if a is None else (a * ab[0], b * ab[0] + ab[1])
+            last = after[0]
+            skip.add(id(last))
+        if last is not node:
+            merged[id(node)] = (a, b, last)
+    if not merged:
+        return graph
+    new = Graph(graph.name)
+    vmap: dict[int, Value] = {id(v): new.input(v.name, v.shape, v.dtype) for v in graph.inputs}
+    kept = [n for n in nodes if id(n) not in skip]
+    for v in [v for n in kept for v in (n.inputs[:1] if id(n) in merged else n.inputs)] + list(graph.outputs.values()):
+        if v.constant is not None and id(v) not in vmap:  # constants first, under their names
+            vmap[id(v)] = new.constant(v.constant, name=v.name)
+    for node in kept:
+        inputs = [vmap.get(id(v)) for v in node.inputs]
+        last = node
+        if id(node) in merged:
+            a, b, last = merged[id(node)]
+            inputs[1:] = [new.constant(p) for p in _absorb(node, a, b)]
+        outs = new.apply(node.op, inputs, name=node.name, **node.attrs)
+        for old, out in zip(last.outputs, outs):
+            vmap[id(old)] = out
+    for name, v in graph.outputs.items():
+        new.output(name, vmap[id(v)])
+    return new

@@ -1,0 +1,75 @@
+"""Folding per-channel affine maps (batch normalization, mul, add by constants) into the conv before them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import devicelayer as dl
+from devicelayer.graph.fold import fold_affine
+
+
+def _net(rng, middle_output: bool = False, constant_weights: bool = True):
+    g = dl.Graph()
+    x = g.input("x", (2, 3, 6, 5))
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    wv = g.constant(w) if constant_weights else g.input("w", w.shape)
+    y = g.conv(x, wv, g.constant(rng.standard_normal(4).astype(np.float32)), pads=[1, 1, 1, 1])
+    c = [rng.uniform(0.5, 1.5, 4).astype(np.float32) for _ in range(4)]
+    y = g.batch_normalization(y, *[g.constant(v) for v in c], epsilon=1e-3)
+    if middle_output:
+        g.output("mid", y)
+    y = g.mul(y, g.constant(rng.uniform(0.5, 2, (4, 1, 1)).astype(np.float32)))
+    y = g.add(g.constant(rng.standard_normal((1, 4, 1, 1)).astype(np.float32)), y)
+    g.output("y", g.relu(y))
+    return g, ({"w": w} if not constant_weights else {})
+
+
+def _run(g, feeds):
+    plan = g.compile(["host"])
+    try:
+        return plan(**feeds)
+    finally:
+        plan.release()
+
+
+def _same_outputs(g, folded, rng, extra):
+    feeds = {"x": rng.standard_normal((2, 3, 6, 5)).astype(np.float32), **extra}
+    want, got = _run(g, feeds), _run(folded, feeds)
+    assert list(got) == list(want)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)
+
+
+def test_conv_batchnorm_mul_add_fold_into_the_conv(rng):
+    g, extra = _net(rng)
+    folded = fold_affine(g)
+    assert [n.op for n in folded.needed()] == ["conv", "relu"]
+    _same_outputs(g, folded, rng, extra)
+
+
+def test_folding_stops_at_an_output(rng):
+    g, extra = _net(rng, middle_output=True)  # the batch normalization folds: its output is "mid"
+    folded = fold_affine(g)
+    assert [n.op for n in folded.needed()] == ["conv", "mul", "add", "relu"]
+    _same_outputs(g, folded, rng, extra)
+
+
+def test_a_conv_with_input_weights_keeps_its_batchnorm_which_takes_the_rest(rng):
+    g, extra = _net(rng, constant_weights=False)
+    folded = fold_affine(g)
+    assert [n.op for n in folded.needed()] == ["conv", "batch_normalization", "relu"]
+    _same_outputs(g, folded, rng, extra)
+
+
+def test_a_graph_with_nothing_to_fold_is_returned_as_is():
+    g = dl.Graph()
+    x = g.input("x", (1, 2, 3, 3))
+    g.output("y", g.mul(g.relu(x), g.constant(np.full((2, 1, 1), 2, np.float32))))
+    assert fold_affine(g) is g
+
+
+def test_onnx_load_folds_and_can_keep_the_graph_as_written():
+    from devicelayer.onnx import load, bundled
+
+    folded, literal = load(bundled()), load(bundled(), fold=False)
+    assert len(folded.needed()) <= len(literal.needed())
