@@ -1446,6 +1446,9 @@ class VulkanDevice(Device):
         self.wait_value(last, None)
         if self._lost is not None:
             raise LaunchError(f"{self.id}: {self._lost}")
+        with self._lock:
+            if self.handle is not None:
+                self._retire()  # all work is done: command buffers and descriptor sets go back to their pools now
 
     def _close(self) -> None:
         try:

@@ -414,7 +414,8 @@ def test_corrupted_pipeline_cache_is_detected_and_rewritten(vulkan_device, tmp_p
     path.write_bytes(bad)
     assert _pipeline_cache_run(vulkan_device, tmp_path) == 0  # refused, and the kernel still ran
     assert path.read_bytes()[:32] == good[:32]  # rewritten with this driver's header
-    assert _pipeline_cache_run(vulkan_device, tmp_path) == path.stat().st_size  # and loaded whole next time
+    size = path.stat().st_size
+    assert _pipeline_cache_run(vulkan_device, tmp_path) == size  # and loaded whole next time
 
 
 @pytest.mark.timeout(120)
@@ -494,7 +495,8 @@ def test_pipeline_cache_saved_by_several_processes_at_once(vulkan_device, tmp_pa
         assert pool.starmap(_pipeline_saver, [(str(tmp_path), k, 50) for k in range(3)]) == [True] * 3
     (path,) = (tmp_path / "vulkan").iterdir()  # one file, no temporary ones left behind
     assert path.name.startswith("pipelines-") and path.stat().st_size >= 32
-    assert _pipeline_cache_run(vulkan_device, tmp_path / "vulkan") == path.stat().st_size
+    size = path.stat().st_size  # (the run below saves the cache again, and a driver may add to it)
+    assert _pipeline_cache_run(vulkan_device, tmp_path / "vulkan") == size
 
 
 @pytest.mark.timeout(300)
