@@ -5,7 +5,8 @@ onnxruntime and, when torch imports, PyTorch eager.
 There is no ONNX-to-PyTorch converter in the environment, so the PyTorch peer runs the *same* devicelayer
 Graph (after the ONNX front end's folding) through ``torch.nn.functional``, one call per node, eagerly
 on the GPU (cuDNN conv, cuBLAS matmul; TF32 off, as devicelayer computes IEEE float32).  Times are per
-inference, median over the repetitions (devicelayer and onnxruntime timed in alternation), inputs from and outputs back on the host for every contestant (onnxruntime and devicelayer return NumPy; the PyTorch timing ends
+inference, median over the repetitions (devicelayer and onnxruntime timed in alternation, each call after a
+short pause), inputs from and outputs back on the host for every contestant (onnxruntime and devicelayer return NumPy; the PyTorch timing ends
 at ``torch.cuda.synchronize`` with the output copied to the host).
 """
 
@@ -32,11 +33,17 @@ def _median_ms(fn, repeat: int) -> float:
     return statistics.median(times) * 1e3
 
 
+#: idle time before each paired call: the worker threads of onnxruntime's pool and of OpenBLAS spin for a while
+#: after a call, and would run into the other contestant's timing (on 2 cores, 2-3x for small models)
+PAUSE_S = 0.2
+
+
 def _paired_ms(a, b, repeat: int) -> tuple[float, float]:
-    """Medians (ms) of ``a`` and ``b`` timed in alternation after a warm-up of each, so that the machine's
-    load changes (other processes, clock) hit both alike."""
+    """Medians (ms) of ``a`` and ``b`` timed in alternation after a warm-up of each, each call after a pause,
+    so that the machine's load changes (other processes, clock) hit both alike."""
     def once(fn):
         def timed() -> float:
+            time.sleep(PAUSE_S)
             t0 = time.perf_counter()
             fn()
             return time.perf_counter() - t0
