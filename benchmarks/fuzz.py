@@ -6,20 +6,15 @@ For each device, N hypothesis-drawn graphs run with their nodes placed on that
 device mixed with the host (explicit random placement, or the "fill" / "spread"
 policies); each plan runs twice and every output is compared with the float64
 interpretation.  Prints a table (graphs, ops covered, nodes executed, failures)
-and writes JSON to ``benchmarks/results/fuzz-<host>-<date>.json``, failures
+and writes JSON to ``benchmarks/results/fuzz-<host>-<time>.json``, failures
 with the graph that produced them.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
-import platform
-import socket
 import sys
 import time
-from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, given, seed as hypothesis_seed, settings, strategies as st
 from rich.console import Console
@@ -30,7 +25,7 @@ import devicelayer as dl
 from devicelayer.graph.fuzz import specs
 from devicelayer.kernels.op import OPS
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from .run import RESULTS, context, write
 
 
 def fuzz_backend(device: str, graphs: int, max_nodes: int, seed: int, progress: Progress) -> dict:
@@ -89,15 +84,9 @@ def main(argv=None) -> int:
     for r in rows:
         for f in r["failures"][:3]:
             console.print(f"[red]{r['device']}[/red]: {f['problems'][0]}\n{f['graph']}")
-    doc = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "host": socket.gethostname(),
-           "machine": platform.platform(), "python": platform.python_version(),
-           "devices": [dl.device(d).info.as_dict() for d in devices], "graphs_per_backend": args.graphs,
+    doc = {**context([dl.device(d) for d in devices]), "graphs_per_backend": args.graphs,
            "max_nodes": args.max_nodes, "seed": args.seed, "library_ops": sorted(OPS), "results": rows}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"fuzz-{socket.gethostname()}-{dt.date.today().isoformat()}.json"
-    path.write_text(json.dumps(doc, indent=2, default=str))
-    console.print(f"results written to {path}")
+    console.print(f"results written to {write(doc, args.out, 'fuzz')}")
     return 1 if any(r["failures"] for r in rows) else 0
 
 
