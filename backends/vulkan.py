@@ -717,6 +717,7 @@ class VulkanDevice(Device):
                       | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT, STAGING_CHUNK, True, "staging", align)
             self._staging_heap = sh
             self.staging = sh.new_block(STAGING_CHUNK, dedicated=True)
+            self._staging_last = 0  # timeline value of the last step that used the staging block
             self.staging.alloc(STAGING_CHUNK)  # all of it taken: host arrays come from other blocks of the heap
         # threads: host steps in timeline order; completion of watched events
         self._steps: queue.SimpleQueue = queue.SimpleQueue()
@@ -955,6 +956,11 @@ class VulkanDevice(Device):
             elif self.mapped:
                 dst = blk.addr + off
                 v = self._host_step(lambda: ctypes.memmove(dst, data.ctypes.data, n), label)
+            elif n <= STAGING_CHUNK and self._staging_last <= self.completed():
+                # the staging block is idle: fill it now, on this thread, and submit the copy (no host step
+                # on the timeline, whose hand-off to the worker costs milliseconds on some drivers)
+                ctypes.memmove(self.staging.addr, data.ctypes.data, n)
+                v = self._staging_last = self._copy_cmd(self.staging.buffer, 0, blk.buffer, off, n)
             else:
                 v = self._staged(n, lambda pos, m: self._host_step(
                     lambda: ctypes.memmove(self.staging.addr, data.ctypes.data + pos, m), label),
@@ -991,7 +997,7 @@ class VulkanDevice(Device):
             try:
                 first(pos, m)
                 started = True
-                v = second(pos, m)
+                v = self._staging_last = second(pos, m)
             except BaseException:
                 if started:
                     self._host_step(None, "filler")
