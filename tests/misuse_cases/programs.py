@@ -118,6 +118,42 @@ misuses(L, _Launch, [
 ])
 
 
+def _recorded(s, k, finish: bool = True, release: bool = False, buffer=None):
+    """A recording of one scale_add on ``k``'s buffers (``y`` replaced by ``buffer``), finished/released."""
+    rec = s.device.record()
+    rec.launch(k.prog, k.args(y=buffer or k.y), 16)
+    if finish:
+        rec.finish()
+    if release:
+        rec.release()
+    return rec
+
+
+def _recorded_then_freed(s, k):
+    buf = s.pool.allocate(64, np.float32)
+    rec = _recorded(s, k, buffer=buf)
+    s.pool.free(buf).wait(30)
+    return rec
+
+
+misuses(L, _Launch, [
+    ("record-wrong-arguments", "record scale_add with 3 arguments of 4", InvalidArgument, "takes 4 arguments",
+     lambda s, k: s.device.record().launch(k.prog, k.args()[:3], 16)),
+    ("record-after-finish", "record a launch after finish()", InvalidArgument, "after finish()",
+     lambda s, k: _recorded(s, k).launch(k.prog, k.args(), 16)),
+    ("record-overlapping-copy", "record a copy of a buffer onto itself", InvalidArgument, "overlap",
+     lambda s, k: s.device.record().copy(k.y, k.y)),
+    ("replay-before-finish", "replay a recording before finish()", InvalidArgument, "before finish()",
+     lambda s, k: _recorded(s, k, finish=False).replay()),
+    ("replay-after-release", "replay a released recording", InvalidArgument, "after release()",
+     lambda s, k: _recorded(s, k, release=True).replay()),
+    ("replay-freed-buffer", "replay a recording whose buffer was freed", InvalidArgument, "freed",
+     lambda s, k: _recorded_then_freed(s, k).replay()),
+    ("replay-wait-not-events", "replay after wait=[42]", InvalidArgument, "not an Event",
+     lambda s, k: _recorded(s, k).replay(wait=[42])),
+])
+
+
 @misuse("launch-released-program", L, "launch a released program", InvalidArgument, "was released")
 def _(s):
     prog = s.device.compile(source(INCREMENT, s.device), "increment", options=["-DRELEASED"])
