@@ -784,7 +784,7 @@ class _VendorConv(_Vendor):
             else:  # im2col for as many images as fit a bounded scratch buffer, then one strided batch
                 per = max(1, min(N, _COL_BYTES // (K * P * size)))
                 col = cupy.empty((per, K, P), xt.dtype)
-                xs = _cupy_view(in_bufs[0], xt, index)
+                xs = _cupy_view(in_bufs[0], xt, index).reshape(-1)  # 1-D: raw indexing is plain offsets
                 for n0 in range(0, N, per):
                     nb = min(per, N - n0)
                     _im2col()(xs, n0 * image, C, *in3, *k3, *out3, *s3, *p3, *d3, col[:nb])
