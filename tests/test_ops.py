@@ -10,7 +10,7 @@ from devicelayer.kernels.op import OPS, TensorType
 from devicelayer.kernels.runner import run
 from devicelayer.ops import names  # registers the library
 from devicelayer.tensors import Tensor, tensor
-from op_cases import all_cases
+from op_cases import all_cases, reference64
 
 CASES = all_cases()
 TOL = {"float32": (2e-5, 2e-5), "float16": (1e-2, 1e-2), "float64": (1e-10, 1e-10)}
@@ -25,11 +25,7 @@ def _poisoned(device, t: TensorType) -> Tensor:
 
 
 def reference(case, arrays):
-    op = OPS[case.op]
-    wide = [a.astype(np.float64) if a.dtype.kind == "f" else a for a in arrays]
-    types64 = [TensorType(a.shape, a.dtype) for a in wide]
-    attrs, _ = op.prepare(types64, dict(case.attrs))
-    return op.reference(wide, attrs)
+    return reference64(case.op, arrays, case.attrs)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.op}[{c.id}]" for c in CASES])

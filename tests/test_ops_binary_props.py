@@ -13,6 +13,7 @@ from devicelayer.kernels.op import OPS, TensorType
 from devicelayer.kernels.runner import run
 from devicelayer.ops import names  # noqa: F401  (registers the library)
 from devicelayer.tensors import tensor
+from op_cases import run_and_reference
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 FLOAT_OPS = ["add", "sub", "mul", "div", "pow", "max", "min"]
@@ -21,18 +22,10 @@ INT_OPS = ["add", "sub", "mul", "max", "min"]
 
 def check_against_reference(device, name, arrays, attrs=None, rtol=2e-5, atol=2e-5):
     """Run op ``name`` on ``device`` and compare with its NumPy reference in float64 (skips unsupported combos)."""
-    attrs = dict(attrs or {})
-    op = OPS[name]
-    types = [TensorType(a.shape, a.dtype) for a in arrays]
-    checked, outs = op.prepare(types, attrs)
-    why = op.unsupported(types, checked, device.info)
-    if why is not None:
+    both = run_and_reference(device, name, arrays, dict(attrs or {}))
+    if both is None:
         return
-    ins = [tensor(a, device).reshape(a.shape) for a in arrays]  # reshape: tensor() makes 0-d arrays 1-d
-    got = [t.numpy() for t in run(name, ins, **attrs)]
-    wide = [a.astype(np.float64) if a.dtype.kind == "f" else a for a in arrays]
-    wattrs, _ = op.prepare([TensorType(a.shape, a.dtype) for a in wide], attrs)
-    want = op.reference(wide, wattrs)
+    got, want, outs = both
     for g, w, t in zip(got, want, outs):
         assert g.shape == t.shape and g.dtype == t.dtype
         w = np.asarray(w)

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import devicelayer as dl
+from op_cases import reference64
 from devicelayer.kernels.op import OPS, TensorType
 from devicelayer.kernels.runner import run
 from devicelayer.ops import names  # noqa: F401  (registers the library)
@@ -39,9 +40,7 @@ def check(device, name, arrays, attrs, use_out=False, rtol=2e-5, atol=2e-5):
     else:
         got_t = run(name, ins, **attrs)
     got = [t.numpy() for t in got_t]
-    wide = [a.astype(np.float64) if a.dtype.kind == "f" else a for a in arrays]
-    wattrs, _ = op.prepare([TensorType(a.shape, a.dtype) for a in wide], dict(attrs))
-    want = op.reference(wide, wattrs)
+    want = reference64(name, arrays, attrs)
     assert len(got) == len(want) == len(outs)
     for g, w, t in zip(got, want, outs):
         w = np.asarray(w)

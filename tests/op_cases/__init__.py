@@ -49,3 +49,30 @@ def all_cases() -> list[Case]:
         module = importlib.import_module(f"{__name__}.{info.name}")
         cases.extend(getattr(module, "CASES", []))
     return cases
+
+
+def reference64(name: str, arrays: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
+    """Op ``name``'s NumPy reference on ``arrays`` with floats widened to float64 (the test oracle)."""
+    from devicelayer.kernels.op import OPS, TensorType
+
+    op = OPS[name]
+    wide = [a.astype(np.float64) if a.dtype.kind == "f" else a for a in arrays]
+    wattrs, _ = op.prepare([TensorType(a.shape, a.dtype) for a in wide], dict(attrs))
+    return op.reference(wide, wattrs)
+
+
+def run_and_reference(device: Any, name: str, arrays: list[np.ndarray], attrs: dict[str, Any]) -> Any:
+    """Op ``name`` run on ``device`` and its float64 reference: (results, references, output types), or None
+    where the device does not take the combination."""
+    from devicelayer.kernels.op import OPS, TensorType
+    from devicelayer.kernels.runner import run
+    from devicelayer.tensors import tensor
+
+    op = OPS[name]
+    types = [TensorType(a.shape, a.dtype) for a in arrays]
+    checked, outs = op.prepare(types, dict(attrs))
+    if op.unsupported(types, checked, device.info) is not None:
+        return None
+    ins = [tensor(a, device).reshape(a.shape) for a in arrays]  # reshape: tensor() makes 0-d arrays 1-d
+    got = [t.numpy() for t in run(name, ins, **attrs)]
+    return got, reference64(name, arrays, attrs), outs

@@ -66,7 +66,15 @@ def _too_big(op: Op, t: TensorType) -> str | None:
     return None
 
 
-class Softmax(Op):
+class _WholeTensorOp(Op):
+    """An op whose kernel indexes its whole input at once: refused on kernel devices when it is too big."""
+
+    def unsupported(self, inputs, attrs, info):
+        why = super().unsupported(inputs, attrs, info)
+        return why if why is not None or info.kernel_language == "python" else _too_big(self, inputs[0])
+
+
+class Softmax(_WholeTensorOp):
     """softmax(x, axis=-1): exp(x - max) / sum(exp(x - max)) along one axis."""
 
     name = "softmax"
@@ -92,10 +100,6 @@ class Softmax(Op):
             s = np.sum(e, axis=axis, keepdims=True)
             y = shifted - np.log(s) if self.log else e / s
         return [np.asarray(y, dtype=x.dtype)]
-
-    def unsupported(self, inputs, attrs, info):
-        why = super().unsupported(inputs, attrs, info)
-        return why if why is not None or info.kernel_language == "python" else _too_big(self, inputs[0])
 
     def plan(self, inputs, outputs, attrs, info):
         x = inputs[0]
@@ -229,7 +233,7 @@ class LayerNormalization(Op):
 
 
 @register
-class BatchNormalization(Op):
+class BatchNormalization(_WholeTensorOp):
     """batch_normalization(x, scale, bias, mean, var, epsilon=1e-5): inference form, channels on axis 1.
 
     y = (x - mean[c]) / sqrt(var[c] + epsilon) * scale[c] + bias[c]; the four parameters have shape (C,).
@@ -273,10 +277,6 @@ class BatchNormalization(Op):
             y += (bias - mean * a).reshape(shape)
         return [np.asarray(y, dtype=x.dtype)]
 
-    def unsupported(self, inputs, attrs, info):
-        why = super().unsupported(inputs, attrs, info)
-        return why if why is not None or info.kernel_language == "python" else _too_big(self, inputs[0])
-
     def plan(self, inputs, outputs, attrs, info):
         x = inputs[0]
         elem = dialect_type(x.dtype)
@@ -298,7 +298,7 @@ class BatchNormalization(Op):
 
 
 @register
-class Lrn(Op):
+class Lrn(_WholeTensorOp):
     """lrn(x, size, alpha=1e-4, beta=0.75, bias=1.0): ONNX LRN across channels (axis 1).
 
     y = x / (bias + alpha / size * sum of x^2 over channels [c - floor((size-1)/2), c + ceil((size-1)/2)]) ** beta
@@ -343,10 +343,6 @@ class Lrn(Op):
             np.power(ss, t(attrs["beta"]), out=ss)
             y = x / ss
         return [np.asarray(y, dtype=x.dtype)]
-
-    def unsupported(self, inputs, attrs, info):
-        why = super().unsupported(inputs, attrs, info)
-        return why if why is not None or info.kernel_language == "python" else _too_big(self, inputs[0])
 
     def plan(self, inputs, outputs, attrs, info):
         x = inputs[0]
