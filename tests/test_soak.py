@@ -11,7 +11,9 @@ Tolerances, against a baseline taken after warm-up:
   demand up to its fixed size, so it may grow but never past that size;
 - RSS: at most 2 MiB.  Measured noise on the CPU devices: under 0.4 MiB, plus at times one 1 MiB arena
   of Python's allocator in use at one snapshot and not at the other; a leak of 1 KiB per cycle or
-  10 KiB per plan run goes over it;
+  10 KiB per plan run goes over it.  Late in a long session a one-off step of up to 3 MiB was seen on
+  lavapipe, so when RSS alone is over, the soak runs once more from a new baseline and must pass
+  then (a leak grows in both);
 - objects the garbage collector tracks: at most 200 more (measured: under 50).  A leak of one object
   (a Buffer, an Event, a list) per 10 cycles or per run goes over it.
 """
@@ -64,7 +66,13 @@ def test_short_soak_returns_to_baseline(device):
     assert result["exercised"]["allocated"] == CYCLES
     assert result["exercised"]["views"] and result["exercised"]["pending_frees"] and result["exercised"]["copies"]
     assert result["plan"]["checked"] >= RUNS // 100 and result["plan"]["max_abs_error"] <= 1e-4
-    assert excess(result, device) == [], result
+    found = excess(result, device)
+    if found and all("rss_bytes" in f for f in found):
+        # RSS alone over: a leak grows again in a second soak from a new baseline, a one-off step of the
+        # allocators (seen late in a long test session, lavapipe) does not
+        result = soak_device(device, CYCLES, RUNS, seed=2)
+        found = excess(result, device)
+    assert found == [], result
 
 
 @pytest.mark.timeout(60)
