@@ -174,8 +174,14 @@ float dl_pow(float x, float y) {
     return pow(x, y);
 }
 float dl_erf(float x) {
-    // erf through erfc's Chebyshev fit (Numerical Recipes erfcc), |error| < 1.2e-7
+    // |x| < 0.5: the Maclaurin series (relative error < 1e-9, where 1 - erfc would lose the digits);
+    // else erf through erfc's Chebyshev fit (Numerical Recipes erfcc), |error| < 1.2e-7
     float z = abs(x);
+    if (z < 0.5) {
+        float s = x * x;
+        return x * (1.1283791671 + s * (-0.3761263890 + s * (0.1128379167 + s * (-0.0268661706 +
+               s * (0.0052239776 + s * (-0.0008548327 + s * 0.0001205533))))));
+    }
     float t = 1.0 / (1.0 + 0.5 * z);
     float r = t * exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 +
               t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 +
