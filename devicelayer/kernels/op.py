@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -63,6 +66,8 @@ class Op:
     kernel_dtypes: frozenset[str] = frozenset({"float32", "float16"})
     min_inputs: int = 1
     max_inputs: int = 1
+    #: output 0 is input 0 with another shape: an Alias step on every device (no copy, no kernel)
+    alias: bool = False
 
     def error(self, message: str) -> InvalidArgument:
         """An InvalidArgument naming the op."""
@@ -79,6 +84,14 @@ class Op:
     def reference(self, inputs: Sequence[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
         """NumPy implementation; computes in the inputs' dtype (float64 inputs give the reference)."""
         raise NotImplementedError
+
+    def reference_into(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray],
+                       attrs: dict[str, Any]) -> None:
+        """``reference`` written into ``outputs`` (C-ordered arrays of the output types, sharing no memory with
+        the inputs); ops override it to compute in place of the copy."""
+        for out, result in zip(outputs, self.reference(inputs, attrs)):
+            if out.size:
+                out[...] = result
 
     def plan(self, inputs: Sequence[TensorType], outputs: Sequence[TensorType], attrs: dict[str, Any],
              info: DeviceInfo) -> Plan:
@@ -150,3 +163,33 @@ def local_1d(info: DeviceInfo, want: int = 256) -> int:
 
 
 HostKernel = Callable[..., None]
+
+
+#: threads ``parallel`` spreads work over (the CPUs this process may use)
+HOST_THREADS = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                   else os.cpu_count() or 1)
+#: bytes of work below which ``parallel`` stays on the calling thread (a hand-off costs ~10-20 us)
+PARALLEL_MIN_BYTES = 1 << 19
+_helpers: ThreadPoolExecutor | None = None
+_helpers_lock = threading.Lock()
+
+
+def parallel(fn: Callable[[int, int], Any], n: int, nbytes: int) -> None:
+    """Call ``fn(start, stop)`` over contiguous pieces covering ``range(n)``, the pieces at once on helper
+    threads when the work (``nbytes`` touched in all) is large enough to gain (NumPy releases the GIL)."""
+    global _helpers
+    parts = min(HOST_THREADS, n, nbytes // PARALLEL_MIN_BYTES)
+    if parts <= 1:
+        fn(0, n)
+        return
+    if _helpers is None:
+        with _helpers_lock:
+            if _helpers is None:
+                _helpers = ThreadPoolExecutor(HOST_THREADS - 1, thread_name_prefix="devicelayer-host-helper")
+    bounds = [n * i // parts for i in range(parts + 1)]
+    futures = [_helpers.submit(fn, a, b) for a, b in zip(bounds[1:-1], bounds[2:])]
+    try:
+        fn(bounds[0], bounds[1])
+    finally:
+        for f in futures:
+            f.result()

@@ -50,19 +50,28 @@ def _freeze(value: Any) -> Any:
 
 def _host_program(device: Device, op: Op, ins: Sequence[TensorType], outs: Sequence[TensorType],
                   attrs: dict[str, Any]) -> Program:
-    """A Python kernel running the op's NumPy implementation (devices whose language is Python)."""
+    """A Python kernel running the op's NumPy implementation (devices whose language is Python).
+
+    The op writes its results straight into the output buffers (``Op.reference_into``), unless an output
+    shares memory with an input (an eager call given such ``out=``): then they are computed apart and copied.
+    """
     key = (id(device), op.name, tuple(ins), tuple(outs), _freeze(attrs))
     prog = _host_kernels.get(key)
     if prog is not None and not prog.released:
         return prog
     n_in = len(ins)
+    in_views = [(t.size * t.dtype.itemsize, t.dtype, t.shape) for t in ins]
+    out_views = [(t.size * t.dtype.itemsize, t.dtype, t.shape) for t in outs]
 
     def kernel(*arrays: np.ndarray) -> None:
-        values = [a[:t.size * t.dtype.itemsize].view(t.dtype).reshape(t.shape) for a, t in zip(arrays, ins)]
-        results = op.reference(values, attrs)
-        for a, t, r in zip(arrays[n_in:], outs, results):
-            if t.size:
-                a[:t.size * t.dtype.itemsize].view(t.dtype).reshape(t.shape)[...] = r
+        values = [a[:n].view(dt).reshape(shape) for a, (n, dt, shape) in zip(arrays, in_views)]
+        results = [a[:n].view(dt).reshape(shape) for a, (n, dt, shape) in zip(arrays[n_in:], out_views)]
+        if any(np.may_share_memory(r, v) for r in results for v in values):
+            for r, value in zip(results, op.reference(values, attrs)):
+                if r.size:
+                    r[...] = value
+        else:
+            op.reference_into(values, results, attrs)
 
     prog = device.compile(kernel, op.name.replace(".", "_"))
     with _lock:
@@ -76,6 +85,8 @@ def plan_for(op: Op, device: Device, ins: Sequence[TensorType], outs: Sequence[T
     why = op.unsupported(ins, attrs, device.info)
     if why is not None:
         raise UnsupportedOp(f"{op.name} on {device.id}: {why}")
+    if op.alias:
+        return op.plan(ins, outs, attrs, device.info)
     if device.info.kernel_language == "python":
         return Plan([_HostStep()])
     vendor = device.vendor_op(op.name)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ...info import DeviceInfo
 from ..dialect import KernelSpec, Param, dialect_type
-from ..op import Launch, Op, Plan, TensorType, groups_for, local_1d, register
+from ..op import Launch, Op, Plan, TensorType, groups_for, local_1d, parallel, register
 
 #: the most dimensions a broadcast kernel takes (after collapsing): 6 sizes + 3 x 6 strides = 24 push constants
 MAX_RANK = 6
@@ -168,6 +168,12 @@ class Binary(Op):
             y = self.numpy(a, b)
         return [np.asarray(y, dtype=a.dtype)]
 
+    def reference_into(self, inputs, outputs, attrs):
+        if not isinstance(self.numpy, np.ufunc) or outputs[0].ndim == 0:
+            return super().reference_into(inputs, outputs, attrs)
+        broadcast_into(self.numpy, inputs, outputs[0])
+        return None
+
     def unsupported(self, inputs: Sequence[TensorType], attrs: dict[str, Any], info: DeviceInfo) -> str | None:
         why = super().unsupported(inputs, attrs, info)
         if why is None and info.kernel_language != "python":
@@ -187,6 +193,21 @@ class Binary(Op):
             compute = f"        T va = p0[o0];\n        T vb = p1[o1];\n        y[i] = {self.int_expr};\n"
         return _broadcast_plan(self, inputs, outputs[0], info, (("p0", "T"), ("p1", "T")), "T", elem, compute,
                                elem)
+
+
+def broadcast_into(ufunc: np.ufunc, inputs: Sequence[np.ndarray], out: np.ndarray) -> None:
+    """``ufunc(*inputs, out=out)`` with NumPy broadcasting, split along the output's first axis longer than 1
+    (``parallel``): each piece reads the inputs' matching slices, or the whole of a broadcast input."""
+    rank = out.ndim
+    ins = [x.reshape((1,) * (rank - x.ndim) + x.shape) for x in inputs]
+    axis = next((d for d, n in enumerate(out.shape) if n > 1), 0)
+    lead = (slice(None),) * axis
+
+    def piece(a: int, b: int) -> None:
+        part = lead + (slice(a, b),)
+        with np.errstate(all="ignore"):
+            ufunc(*[x[part] if x.shape[axis] > 1 else x for x in ins], out=out[part])
+    parallel(piece, out.shape[axis], out.nbytes * (1 + len(inputs)))
 
 
 def binary(name: str, expr: str, numpy: Callable, int_expr: str = "", doc: str = "") -> None:

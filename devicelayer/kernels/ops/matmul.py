@@ -219,6 +219,15 @@ class MatMul(Op):
         with np.errstate(all="ignore"):
             return [np.asarray(np.matmul(a, b), dtype=dtype)]
 
+    def reference_into(self, inputs, outputs, attrs):
+        a, b = inputs
+        y = outputs[0]
+        if a.dtype == np.float16 or a.ndim < 2 or b.ndim < 2 or not y.size:
+            return super().reference_into(inputs, outputs, attrs)
+        with np.errstate(all="ignore"):
+            np.matmul(a, b, out=y)
+        return None
+
     def plan(self, inputs, outputs, attrs, info):
         a, b = inputs[0].shape, inputs[1].shape
         batch, M, N, K, _ = _matmul_shapes(self, a, b)
@@ -296,6 +305,21 @@ class Gemm(Op):
                 y += arrays[2] if attrs["beta"] == 1 else kind(attrs["beta"]) * arrays[2]
         M, N, _ = self._mnk([TensorType.of(x.shape, x.dtype) for x in inputs], attrs)
         return [np.asarray(np.broadcast_to(y, (M, N)), dtype=dtype)]
+
+    def reference_into(self, inputs, outputs, attrs):
+        y = outputs[0]
+        if inputs[0].dtype == np.float16 or not y.size:
+            return super().reference_into(inputs, outputs, attrs)
+        a = inputs[0].T if attrs["transA"] else inputs[0]
+        b = inputs[1].T if attrs["transB"] else inputs[1]
+        kind = a.dtype.type
+        with np.errstate(all="ignore"):
+            np.matmul(a, b, out=y)
+            if attrs["alpha"] != 1:
+                y *= kind(attrs["alpha"])
+            if len(inputs) == 3:
+                y += inputs[2] if attrs["beta"] == 1 else kind(attrs["beta"]) * inputs[2]
+        return None
 
     def plan(self, inputs, outputs, attrs, info):
         M, N, K = self._mnk(inputs, attrs)

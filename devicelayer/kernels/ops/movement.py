@@ -159,8 +159,6 @@ class Movement(Op):
                                "int8", "uint8", "bool"})
     #: inputs that are data (moved as bits; None: all); the rest (gather's indices) are checked by the op
     data_inputs: tuple[int, ...] | None = (0,)
-    #: views: no kernel at all
-    alias = False
 
     def unsupported(self, inputs: Sequence[TensorType], attrs: dict[str, Any], info: DeviceInfo) -> str | None:
         for t in inputs:
@@ -214,6 +212,9 @@ class Concat(Movement):
 
     def reference(self, inputs, attrs):
         return [np.concatenate(list(inputs), axis=attrs["axis"])]
+
+    def reference_into(self, inputs, outputs, attrs):
+        np.concatenate(list(inputs), axis=attrs["axis"], out=outputs[0])
 
     def plan(self, inputs, outputs, attrs, info):
         axis = attrs["axis"]
@@ -375,6 +376,9 @@ class Transpose(Movement):
 
     def reference(self, inputs, attrs):
         return [np.ascontiguousarray(np.transpose(inputs[0], attrs["perm"]))]
+
+    def reference_into(self, inputs, outputs, attrs):
+        np.copyto(outputs[0], np.transpose(inputs[0], attrs["perm"]))
 
     def plan(self, inputs, outputs, attrs, info):
         return permuted_copy(self, inputs[0].dtype, inputs[0].shape, attrs["perm"], info)

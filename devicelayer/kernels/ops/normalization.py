@@ -14,7 +14,7 @@ import numpy as np
 
 from ...info import DeviceInfo
 from ..dialect import KernelSpec, Param, dialect_type
-from ..op import Launch, Op, Plan, TensorType, groups_for, local_1d, register
+from ..op import Launch, Op, Plan, TensorType, groups_for, local_1d, parallel, register
 from .binary import INT_MAX, MAX_RANK, broadcast_shape, broadcast_strides, check_dtype_same, collapse, unravel
 from .reduce import (GROUP_THRESHOLD, acc_type, add, bool_attr, float_attr, float_input, fmax, group_local,
                      group_reduce, int_attr, known_attrs, norm_axis)
@@ -100,6 +100,17 @@ class Softmax(_WholeTensorOp):
             s = np.sum(e, axis=axis, keepdims=True)
             y = shifted - np.log(s) if self.log else e / s
         return [np.asarray(y, dtype=x.dtype)]
+
+    def reference_into(self, inputs, outputs, attrs):
+        x, y = inputs[0], outputs[0]
+        if self.log or not x.size or x.dtype == np.float16:
+            return super().reference_into(inputs, outputs, attrs)
+        axis = attrs["axis"]
+        with np.errstate(all="ignore"):
+            np.subtract(x, np.max(x, axis=axis, keepdims=True), out=y)
+            np.exp(y, out=y)
+            y /= np.sum(y, axis=axis, keepdims=True)
+        return None
 
     def plan(self, inputs, outputs, attrs, info):
         x = inputs[0]
@@ -277,6 +288,25 @@ class BatchNormalization(_WholeTensorOp):
             y += (bias - mean * a).reshape(shape)
         return [np.asarray(y, dtype=x.dtype)]
 
+    def reference_into(self, inputs, outputs, attrs):
+        x, y = inputs[0], outputs[0]
+        if x.dtype == np.float16 or not x.size:
+            return super().reference_into(inputs, outputs, attrs)
+        ct = x.dtype.type
+        scale, bias, mean, var = inputs[1:]
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        with np.errstate(all="ignore"):
+            a = scale / np.sqrt(var + ct(attrs["epsilon"]))
+            b = (bias - mean * a).reshape(shape)
+            a = a.reshape(shape)
+
+        def piece(lo: int, hi: int) -> None:  # channels lo..hi of every image
+            with np.errstate(all="ignore"):
+                np.multiply(x[:, lo:hi], a[:, lo:hi], out=y[:, lo:hi])
+                y[:, lo:hi] += b[:, lo:hi]
+        parallel(piece, x.shape[1], 2 * x.nbytes)
+        return None
+
     def plan(self, inputs, outputs, attrs, info):
         x = inputs[0]
         elem = dialect_type(x.dtype)
@@ -343,6 +373,33 @@ class Lrn(_WholeTensorOp):
             np.power(ss, t(attrs["beta"]), out=ss)
             y = x / ss
         return [np.asarray(y, dtype=x.dtype)]
+
+    def reference_into(self, inputs, outputs, attrs):
+        x, y = inputs[0], outputs[0]
+        if x.dtype == np.float16 or not x.size:
+            return super().reference_into(inputs, outputs, attrs)
+        lo, hi = self._window(attrs["size"])
+        C, t, beta = x.shape[1], x.dtype.type, attrs["beta"]
+        sq = np.zeros((x.shape[0], C + lo + hi) + x.shape[2:], x.dtype)
+        np.multiply(x, x, out=sq[:, lo:lo + C])
+
+        def piece(c0: int, c1: int) -> None:  # output channels c0..c1: the window sums, then the scaling
+            ss = y[:, c0:c1]
+            np.add(sq[:, c0:c1], sq[:, c0 + 1:c1 + 1], out=ss) if lo + hi else np.copyto(ss, sq[:, c0:c1])
+            for j in range(2, lo + hi + 1):
+                ss += sq[:, c0 + j:c1 + j]
+            with np.errstate(all="ignore"):
+                ss *= t(attrs["alpha"] / attrs["size"])
+                ss += t(attrs["bias"])
+                if beta == 0.75:  # s ** 0.75 = sqrt(s) * sqrt(sqrt(s)): two square roots, far cheaper than pow
+                    r = np.sqrt(ss)
+                    np.sqrt(r, out=ss)
+                    ss *= r
+                else:
+                    np.power(ss, t(beta), out=ss)
+                np.divide(x[:, c0:c1], ss, out=ss)
+        parallel(piece, C, 4 * x.nbytes)
+        return None
 
     def plan(self, inputs, outputs, attrs, info):
         x = inputs[0]

@@ -27,7 +27,7 @@ import numpy as np
 from ...errors import UnsupportedOp
 from ...info import DeviceInfo
 from ..dialect import KernelSpec, Param, dialect_type
-from ..op import Launch, Op, Plan, TensorType, groups_for, local_1d, register
+from ..op import Launch, Op, Plan, TensorType, groups_for, local_1d, parallel, register
 from .movement import int_attr, ints_attr, refuse_unknown
 from .windows import padded, rows, runs, windows
 
@@ -117,18 +117,39 @@ class _Pool(Op):
         return [TensorType.of(inputs[0].shape[:2] + tuple(self.geometry(inputs[0].shape[2:], attrs)[2]),
                               inputs[0].dtype)]
 
+    def _padded(self, x: np.ndarray, attrs: dict[str, Any]) -> tuple[np.ndarray, list[int], list[int]]:
+        """``x`` in its accumulation dtype, padded with a value that never wins (max) or adds nothing (average),
+        far enough for every window (ceil_mode may reach past the end padding); the begin pads, output size."""
+        k, s, d = attrs["kernel_shape"], attrs["strides"], attrs["dilations"]
+        begins, ends, out = self.geometry(x.shape[2:], attrs)
+        reach = [max(b + n + e, (o - 1) * st + (kk - 1) * dd + 1 if o else 0)
+                 for b, n, e, o, st, kk, dd in zip(begins, x.shape[2:], ends, out, s, k, d)]
+        xp = np.ascontiguousarray(padded(x.astype(_acc_dtype(x.dtype), copy=False), begins,
+                                         [r - b - n for r, b, n in zip(reach, begins, x.shape[2:])],
+                                         -np.inf if self.kind == "max" else 0.0))
+        return xp, begins, out
+
+    def _divisors(self, x: np.ndarray, attrs: dict[str, Any], begins: Sequence[int], ends: Sequence[int],
+                  out: Sequence[int]) -> np.ndarray:
+        """Each average window's count: its positions inside the input, or inside the padded extent
+        [-begin, size + end) (``count_include_pad``), a product over the spatial dims (positions counted from
+        the padded begin)."""
+        k, s, d = attrs["kernel_shape"], attrs["strides"], attrs["dilations"]
+        cip = attrs["count_include_pad"]
+        div = np.ones(out, np.int64)
+        for i, (kk, st, dd, o, n) in enumerate(zip(k, s, d, out, x.shape[2:])):
+            pos = np.arange(o)[:, None] * st + np.arange(kk)[None, :] * dd
+            lo, hi = (0, begins[i] + n + ends[i]) if cip else (begins[i], begins[i] + n)
+            inside = ((pos >= lo) & (pos < hi)).sum(axis=1)
+            div = div * inside.reshape((-1,) + (1,) * (len(k) - 1 - i))
+        return div
+
     def reference(self, inputs, attrs):
         x = inputs[0]
         k, s, d = attrs["kernel_shape"], attrs["strides"], attrs["dilations"]
         begins, ends, out = self.geometry(x.shape[2:], attrs)
         acc_t = _acc_dtype(x.dtype)
-        # pad with a value that never wins (max) or adds nothing (average), far enough for every window
-        # (ceil_mode may reach past the end padding); then one strided view of all windows
-        reach = [max(b + n + e, (o - 1) * st + (kk - 1) * dd + 1 if o else 0)
-                 for b, n, e, o, st, kk, dd in zip(begins, x.shape[2:], ends, out, s, k, d)]
-        xp = np.ascontiguousarray(padded(x.astype(acc_t, copy=False), begins,
-                                         [r - b - n for r, b, n in zip(reach, begins, x.shape[2:])],
-                                         -np.inf if self.kind == "max" else 0.0))
+        xp = self._padded(x, attrs)[0]  # then one strided view of all windows
         shape = x.shape[:2] + tuple(out)
         flat = all(st == 1 for st in s) and all(out)  # stride 1: each kernel position is one long run
         if flat:
@@ -145,20 +166,50 @@ class _Pool(Op):
         if flat:
             acc = rows(full, xp, shape)
         if self.kind == "avg":
-            # each window's positions inside the input, or inside the padded extent [-begin, size + end):
-            # a product over the spatial dims (positions counted from the padded begin)
-            cip = attrs["count_include_pad"]
-            div = np.ones(out, np.int64)
-            for i, (kk, st, dd, o, n) in enumerate(zip(k, s, d, out, x.shape[2:])):
-                pos = np.arange(o)[:, None] * st + np.arange(kk)[None, :] * dd
-                lo, hi = (0, begins[i] + n + ends[i]) if cip else (begins[i], begins[i] + n)
-                inside = ((pos >= lo) & (pos < hi)).sum(axis=1)
-                div = div * inside.reshape((-1,) + (1,) * (len(k) - 1 - i))
+            div = self._divisors(x, attrs, begins, ends, out)
             with np.errstate(all="ignore"):
                 acc /= np.maximum(div, 1).astype(acc_t)
                 if not div.all():  # windows with no element to count give 0
                     acc[np.broadcast_to(div == 0, acc.shape)] = 0
         return [acc.astype(x.dtype, copy=False)]
+
+    def reference_into(self, inputs, outputs, attrs):
+        x, y = inputs[0], outputs[0]
+        if x.dtype == np.float16 or not y.size:
+            return super().reference_into(inputs, outputs, attrs)
+        N, C = x.shape[:2]
+        rows_in = x.reshape((1, N * C) + x.shape[2:])  # every (image, channel) is independent
+        rows_out = y.reshape((1, N * C) + y.shape[2:])
+        parallel(lambda a, b: self._separable(rows_in[:, a:b], attrs, rows_out[:, a:b]), N * C,
+                 x.nbytes + y.nbytes)
+        return None
+
+    def _separable(self, x: np.ndarray, attrs: dict[str, Any], y: np.ndarray) -> None:
+        """The pool of ``x`` into ``y``, one spatial axis at a time (a max or sum over a box is one over each
+        of its sides in turn): kernel-1 passes per axis instead of one per window position."""
+        k, s, d = attrs["kernel_shape"], attrs["strides"], attrs["dilations"]
+        xp, begins, out = self._padded(x, attrs)
+        combine = np.maximum if self.kind == "max" else np.add
+        cur = xp
+        nd = len(k)
+        for i in range(nd):
+            o, st, dd = out[i], s[i], d[i]
+            lead = (slice(None),) * (2 + i)
+            taps = [cur[lead + (slice(j * dd, j * dd + (o - 1) * st + 1, st),)] for j in range(k[i])]
+            nxt = y if i == nd - 1 else np.empty(taps[0].shape, cur.dtype)
+            if len(taps) == 1:
+                np.copyto(nxt, taps[0])
+            else:
+                combine(taps[0], taps[1], out=nxt)
+                for tap in taps[2:]:
+                    combine(nxt, tap, out=nxt)
+            cur = nxt
+        if self.kind == "avg":
+            div = self._divisors(x, attrs, begins, self.geometry(x.shape[2:], attrs)[1], out)
+            with np.errstate(all="ignore"):
+                y /= np.maximum(div, 1).astype(y.dtype)
+                if not div.all():
+                    y[np.broadcast_to(div == 0, y.shape)] = 0
 
     def plan(self, inputs, outputs, attrs, info: DeviceInfo) -> Plan:
         x = inputs[0]

@@ -14,8 +14,15 @@ def padded(x: np.ndarray, begins: Sequence[int], ends: Sequence[int], value: flo
     if not any(begins) and not any(ends):
         return x
     shape = x.shape[:2] + tuple(n + b + e for n, b, e in zip(x.shape[2:], begins, ends))
-    xp = np.full(shape, value, x.dtype)
-    xp[(Ellipsis, *[slice(b, b + n) for b, n in zip(begins, x.shape[2:])])] = x
+    xp = np.empty(shape, x.dtype)
+    inner = [slice(b, b + n) for b, n in zip(begins, x.shape[2:])]
+    xp[(Ellipsis, *inner)] = x
+    for i, (b, e) in enumerate(zip(begins, ends)):  # the border slabs only (each element written once)
+        lead = (slice(None), slice(None), *inner[:i])
+        if b:
+            xp[lead + (slice(0, b),)] = value
+        if e:
+            xp[lead + (slice(shape[2 + i] - e, None),)] = value
     return xp
 
 
@@ -42,7 +49,12 @@ def runs(xp: np.ndarray, k: Sequence[int], d: Sequence[int], out: Sequence[int])
     return view, np.empty((out[0], out[1], out[2] * pst[0]), xp.dtype)
 
 
+def as_rows(full: np.ndarray, xp: np.ndarray, out: Sequence[int]) -> np.ndarray:
+    """The output (N, C', *out) inside ``full`` (from ``runs``, or a slice of its first two axes): a view."""
+    steps = tuple(st // xp.itemsize * full.itemsize for st in xp.strides[2:])
+    return as_strided(full, tuple(out), full.strides[:2] + steps)
+
+
 def rows(full: np.ndarray, xp: np.ndarray, out: Sequence[int]) -> np.ndarray:
     """The output (N, C', *out) inside ``full`` (from ``runs``) as a contiguous array."""
-    steps = tuple(st // xp.itemsize * full.itemsize for st in xp.strides[2:])
-    return np.ascontiguousarray(as_strided(full, tuple(out), full.strides[:2] + steps))
+    return np.ascontiguousarray(as_rows(full, xp, out))
