@@ -51,7 +51,6 @@ DLPack
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -67,7 +66,7 @@ from devicelayer.memory import Buffer, MemoryPool
 from devicelayer.registry import Backend
 from devicelayer.signature import Signature, c_signature
 
-from . import cuda_blas
+from . import cuda_blas, cuda_dnn
 
 try:
     import cupy
@@ -425,6 +424,8 @@ class CudaDevice(Device):
         self._geometry: dict[tuple[int, ...], tuple[tuple[int, ...], tuple[int, ...]]] = {}
         self.capture_failures: list[str] = []  # why recordings fell back to item-by-item replay
         self._blas_handle: cuda_blas.Blas | None = None
+        self._dnn_handle: cuda_dnn.Dnn | None = None
+        self._conv_routes: dict[tuple, Any] = {}  # convolution geometry -> how it runs (see cuda_conv)
         self._capture_stream: Any = None  # the stream recordings are captured on (captures are serialised)
         self._capture_lock = threading.Lock()
 
@@ -514,14 +515,30 @@ class CudaDevice(Device):
                     self._blas_handle = cuda_blas.Blas(lib, self.pool.cupy_pool.malloc(cuda_blas.WORKSPACE))
         return self._blas_handle
 
+    def _dnn(self) -> cuda_dnn.Dnn:
+        """This device's cuDNN handle (made on first use)."""
+        if self._dnn_handle is None:
+            with self._mark_lock, self.cu_device:
+                if self._dnn_handle is None:
+                    lib = cuda_dnn.library()
+                    if lib is None:
+                        raise LaunchError(f"{self.id}: the cuDNN library was not found")
+                    self._dnn_handle = cuda_dnn.Dnn(lib)
+        return self._dnn_handle
+
     def vendor_op(self, name: str) -> Any:
-        """cuBLAS (through CuPy) for matmul, gemm and ungrouped convolution; the op kernels for everything else."""
+        """cuBLAS for matmul and gemm; cuDNN for convolutions where it is installed, else im2col + cuBLAS for
+        ungrouped ones; the op kernels for everything else."""
         if cuda_blas.library() is None:
             return None
         if name in ("matmul", "gemm"):
             return _VendorGemm(self, name, "cuBLAS")
         if name == "conv":
-            return _VendorConv(self, name, "im2col + cuBLAS")
+            from . import cuda_conv  # (it builds on this module's vendor-op base)
+
+            if cuda_dnn.library() is not None:
+                return cuda_conv.DnnConv(self, name, "cuDNN or im2col + cuBLAS, the faster")
+            return cuda_conv.Im2colConv(self, name, "im2col + cuBLAS")
         return None
 
     def _release_program(self, program: Program) -> None:
@@ -642,6 +659,12 @@ class CudaDevice(Device):
             pass
         finally:
             self._programs.clear()
+            if self._dnn_handle is not None:
+                try:
+                    with self.cu_device:
+                        self._dnn_handle.close()
+                except _CUDA_ERRORS:
+                    pass
             try:
                 with self.cu_device:
                     self.pool.cupy_pool.free_all_blocks()  # type: ignore[attr-defined]
@@ -720,81 +743,6 @@ class _VendorGemm(_Vendor):
                          np.float32(attrs["beta"]), _cupy_view(out_bufs[0], outs[0], self.dev.index))
 
 
-_IM2COL = None
-_COL_BYTES = 256 << 20  # the most im2col scratch one convolution takes at once
-
-
-def _im2col() -> Any:
-    """col (K, P) of one image: x at each kernel position and output position, zero where padded (1-3-D)."""
-    global _IM2COL
-    if _IM2COL is None:
-        _IM2COL = cupy.ElementwiseKernel(
-            "raw T x, int64 base, int32 C, int32 ID, int32 IH, int32 IW, int32 KD, int32 KH, int32 KW, int32 OD, "
-            "int32 OH, int32 OW, int32 SD, int32 SH, int32 SW, int32 PD, int32 PH, int32 PW, int32 DD, int32 DH, "
-            "int32 DW",
-            "T col",
-            """
-            unsigned int r = (unsigned int)i;  // a scratch buffer holds under 2**31 elements: 32-bit index math
-            int ow = r % OW; r /= OW; int oh = r % OH; r /= OH; int od = r % OD; r /= OD;
-            int kw = r % KW; r /= KW; int kh = r % KH; r /= KH; int kd = r % KD; r /= KD;
-            long long c = r % C, n = r / C;
-            int zd = od * SD - PD + kd * DD, zh = oh * SH - PH + kh * DH, zw = ow * SW - PW + kw * DW;
-            bool inside = zd >= 0 && zd < ID && zh >= 0 && zh < IH && zw >= 0 && zw < IW;
-            col = inside ? x[base + (((n * C + c) * ID + zd) * IH + zh) * IW + zw] : (T)0;
-            """, "devicelayer_im2col")
-    return _IM2COL
-
-
-_BIAS = None
-
-
-def _bias() -> Any:
-    global _BIAS
-    if _BIAS is None:
-        _BIAS = cupy.ElementwiseKernel("raw T b, int32 P, int32 M", "T y", "y = y + b[(i / P) % M]",
-                                       "devicelayer_conv_bias")
-    return _BIAS
-
-
-class _VendorConv(_Vendor):
-    """Ungrouped convolution as cuBLAS strided-batched GEMMs, Y[n] (M, P) = W (M, K) @ col[n] (K, P) (im2col)."""
-
-    def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
-        """Float convolutions without groups (grouped and depthwise ones use the op's kernels)."""
-        col = math.prod(ins[1].shape[1:]) * math.prod(outs[0].shape[2:])  # one image's im2col elements
-        return (attrs["group"] == 1 and ins[0].dtype in cuda_blas.DTYPES and col < 2**31
-                and all(t.size > 0 for t in (*ins, *outs)))
-
-    def enqueue(self, stream: Any, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> None:
-        index = self.dev.index
-        xt, wt, yt = ins[0], ins[1], outs[0]
-        nd = len(xt.shape) - 2
-        N, C, M = xt.shape[0], xt.shape[1], wt.shape[0]
-        pad3 = (1,) * (3 - nd)
-        in3, k3, out3 = pad3 + xt.shape[2:], pad3 + wt.shape[2:], pad3 + yt.shape[2:]
-        s3, d3 = pad3 + tuple(attrs["strides"]), pad3 + tuple(attrs["dilations"])
-        p3 = (0,) * (3 - nd) + tuple(attrs["pads"][:nd])
-        K, P, image = C * math.prod(k3), math.prod(out3), C * math.prod(in3)
-        pointwise = all(k == 1 for k in k3) and all(s == 1 for s in s3) and not any(attrs["pads"])
-        blas, size = self.dev._blas(), xt.dtype.itemsize
-        x, w, y = (_address(b) for b in (in_bufs[0], in_bufs[1], out_bufs[0]))
-        with stream:
-            if pointwise:  # Y[n] (M, P) = W (M, C) @ X[n] (C, P): one strided batch over the images
-                blas.gemm(stream.ptr, xt.dtype, False, False, M, P, K, 1.0, w, K, 0, x, P, image, 0.0, y, P, M * P, N)
-            else:  # im2col for as many images as fit a bounded scratch buffer, then one strided batch
-                per = max(1, min(N, _COL_BYTES // (K * P * size)))
-                col = cupy.empty((per, K, P), xt.dtype)
-                xs = _cupy_view(in_bufs[0], xt, index).reshape(-1)  # 1-D: raw indexing is plain offsets
-                for n0 in range(0, N, per):
-                    nb = min(per, N - n0)
-                    _im2col()(xs, n0 * image, C, *in3, *k3, *out3, *s3, *p3, *d3, col[:nb])
-                    blas.gemm(stream.ptr, xt.dtype, False, False, M, P, K, 1.0, w, K, 0, col.data.ptr, P, K * P, 0.0,
-                              y + n0 * M * P * size, P, M * P, nb)
-            if len(ins) == 3:
-                _bias()(_cupy_view(in_bufs[2], ins[2], index), np.int32(P), np.int32(M),
-                        _cupy_view(out_bufs[0], yt, index))
-
-
 class _Captured:
     """A captured CUDA graph with the memory pool of its library temporaries and the programs it launches."""
 
@@ -820,6 +768,14 @@ def _pointer(buffer: Buffer) -> Any:
 # -- device info ---------------------------------------------------------------------------------
 def _version(v: int) -> str:
     return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+def _cudnn_version() -> str | None:
+    """cuDNN's version as text ("9.19.0"), None where it is not installed."""
+    v = cuda_dnn.version()
+    if v is None:
+        return None
+    return f"{v // 10000}.{v // 100 % 100}.{v % 100}" if v >= 90000 else f"{v // 1000}.{v // 100 % 10}.{v % 100}"
 
 
 def _nvml_extras(index: int, pci_bus_id: str | None) -> dict[str, Any]:
@@ -903,6 +859,10 @@ def _info(index: int, count: int) -> DeviceInfo:
         "cupy": cupy.__version__,
         "kernel_cache": "CuPy's ($CUPY_CACHE_DIR or ~/.cupy/kernel_cache), keyed by source, options, "
                         "NVRTC version and compute capability",
+        "cudnn": _cudnn_version(),
+        "vendor_ops": {"matmul": "cuBLAS", "gemm": "cuBLAS",
+                       "conv": "cuDNN or im2col + cuBLAS, the faster per layer" if cuda_dnn.library() is not None
+                       else "im2col + cuBLAS (ungrouped)"},
     }
     extras.update(_nvml_extras(index, pci))
     driver = _version(runtime.driverGetVersion())

@@ -95,7 +95,8 @@ def _torch_runner(graph: Any, feeds: dict[str, np.ndarray], device: str):
         return y + a["beta"] * ins[2] if len(ins) == 3 else y
 
     table = {
-        "conv": lambda i, a: conv(i[0], i[1], i[2] if len(i) > 2 else None, a),
+        "conv": lambda i, a: (F.relu if a.get("activation") == "relu" else (lambda y: y))(
+            conv(i[0], i[1], i[2] if len(i) > 2 else None, a)),
         "relu": lambda i, a: F.relu(i[0]),
         "max_pool": lambda i, a: pool(i[0], a, "max"),
         "average_pool": lambda i, a: pool(i[0], a, "avg"),

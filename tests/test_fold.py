@@ -1,11 +1,12 @@
-"""Folding per-channel affine maps (batch normalization, mul, add by constants) into the conv before them."""
+"""Folding per-channel affine maps (batch normalization, mul, add by constants) into the conv before them, and
+ReLUs into convs."""
 
 from __future__ import annotations
 
 import numpy as np
 
 import devicelayer as dl
-from devicelayer.graph.fold import fold_affine
+from devicelayer.graph.fold import fold_affine, fuse_activations
 
 
 def _net(rng, middle_output: bool = False, constant_weights: bool = True):
@@ -73,3 +74,39 @@ def test_onnx_load_folds_and_can_keep_the_graph_as_written():
 
     folded, literal = load(bundled()), load(bundled(), fold=False)
     assert len(folded.needed()) <= len(literal.needed())
+
+
+def test_a_relu_reading_only_a_conv_becomes_its_activation_after_the_folds(rng):
+    g, extra = _net(rng)
+    fused = fuse_activations(fold_affine(g))
+    assert [(n.op, n.attrs.get("activation")) for n in fused.needed()] == [("conv", "relu")]
+    _same_outputs(g, fused, rng, extra)
+
+
+def test_a_relu_is_not_fused_where_the_conv_output_is_read_elsewhere(rng):
+    g = dl.Graph()
+    x = g.input("x", (2, 3, 6, 5))
+    y = g.conv(x, g.constant(rng.standard_normal((4, 3, 3, 3)).astype(np.float32)), pads=[1, 1, 1, 1])
+    g.output("y", g.add(g.relu(y), y))  # the conv output has a second reader
+    z = g.conv(x, g.constant(rng.standard_normal((4, 3, 1, 1)).astype(np.float32)))
+    g.output("z", z)  # a graph output
+    g.output("r", g.relu(z))
+    assert fuse_activations(g) is g
+
+
+def test_an_affine_map_after_a_fused_relu_stays_a_node(rng):
+    g = dl.Graph()
+    x = g.input("x", (2, 3, 6, 5))
+    y = g.conv(x, g.constant(rng.standard_normal((4, 3, 3, 3)).astype(np.float32)), activation="relu")
+    g.output("y", g.mul(y, g.constant(np.full((4, 1, 1), -2, np.float32))))  # relu(v) * -2 != relu(v * -2)
+    assert fold_affine(g) is g
+    _same_outputs(g, fuse_activations(fold_affine(g)), rng, {})
+
+
+def test_onnx_load_fuses_conv_relu(rng):
+    from devicelayer.onnx import load, bundled
+
+    ops = [(n.op, n.attrs.get("activation")) for n in load(bundled()).needed()]
+    literal = [n.op for n in load(bundled(), fold=False).needed()]
+    assert literal.count("relu") > 0 and ("conv", "relu") in ops
+    assert sum(op == "relu" for op, _ in ops) < literal.count("relu")

@@ -1,4 +1,4 @@
-"""Folding per-channel affine maps into the conv or batch normalization before them.
+"""Folding per-channel affine maps into the conv or batch normalization before them, and ReLUs into convs.
 
 ``fold_affine(graph)`` returns an equivalent graph where a ``batch_normalization``,
 ``mul`` or ``add`` with constant per-channel operands that follows a ``conv`` (or a
@@ -6,6 +6,8 @@
 merged into it: conv weights and bias are rescaled, batch-normalization scale and
 bias adjusted.  Inference runtimes do the same (ONNX Runtime's conv/BN fusion); it
 removes a full pass over the tensor and a node per folded op on every device.
+``fuse_activations(graph)`` makes a ``relu`` that only reads a conv's output the
+conv's ``activation`` attribute.
 """
 
 from __future__ import annotations
@@ -68,11 +70,12 @@ def fold_affine(graph: Graph) -> Graph:
     nodes = graph.order()
     readers = consumers(nodes)
     outputs = {id(v) for v in graph.outputs.values()}
-    merged: dict[int, tuple[np.ndarray, np.ndarray, Node]] = {}  # absorber id -> (a, b, last folded node)
+    merged: dict[int, tuple[list[np.ndarray], dict, Node]] = {}  # absorber id -> (parameters, {}, last folded)
     skip: set[int] = set()
     for node in nodes:
-        if id(node) in skip or node.op not in _ABSORBERS or any(v.constant is None or v.dtype.kind != "f" for v in node.inputs[1:]):
-            continue
+        if (id(node) in skip or node.op not in _ABSORBERS or node.attrs.get("activation") is not None
+                or any(v.constant is None or v.dtype.kind != "f" for v in node.inputs[1:])):
+            continue  # (an activation after the conv would not commute with the affine map)
         a = b = None
         last = node
         while True:  # compose the affine maps that follow, one reader at a time
@@ -85,22 +88,50 @@ def fold_affine(graph: Graph) -> Graph:
             last = after[0]
             skip.add(id(last))
         if last is not node:
-            merged[id(node)] = (a, b, last)
+            merged[id(node)] = (_absorb(node, a, b), {}, last)
     if not merged:
         return graph
+    return _rebuild(graph, nodes, skip, merged)
+
+
+def fuse_activations(graph: Graph) -> Graph:
+    """An equivalent graph where a ``relu`` that is the only reader of a conv's output (not a graph output)
+    becomes the conv's ``activation``: one pass over the tensor less, and vendor libraries fuse it (cuDNN)."""
+    nodes = graph.order()
+    readers = consumers(nodes)
+    outputs = {id(v) for v in graph.outputs.values()}
+    fused: dict[int, tuple[None, dict, Node]] = {}
+    skip: set[int] = set()
+    for node in nodes:
+        if node.op != "conv" or node.attrs.get("activation") is not None:
+            continue
+        y = node.outputs[0]
+        after = readers.get(id(y), [])
+        if (len(after) == 1 and after[0].op == "relu" and id(y) not in outputs and after[0].inputs[0] is y
+                and after[0].outputs[0].dtype == y.dtype):
+            fused[id(node)] = (None, {"activation": "relu"}, after[0])
+            skip.add(id(after[0]))
+    return _rebuild(graph, nodes, skip, fused) if fused else graph
+
+
+def _rebuild(graph: Graph, nodes: list[Node], skip: set[int],
+             changes: dict[int, tuple[list[np.ndarray] | None, dict, Node]]) -> Graph:
+    """A copy of ``graph`` without the ``skip`` nodes; a changed node (id -> (new constant parameters or None,
+    extra attributes, last node it stands for)) takes the parameters and attributes and gives the outputs of
+    the last node it stands for."""
     new = Graph(graph.name)
     vmap: dict[int, Value] = {id(v): new.input(v.name, v.shape, v.dtype) for v in graph.inputs}
     kept = [n for n in nodes if id(n) not in skip]
-    for v in [v for n in kept for v in (n.inputs[:1] if id(n) in merged else n.inputs)] + list(graph.outputs.values()):
+    used = [v for n in kept for v in (n.inputs[:1] if changes.get(id(n), (None,))[0] is not None else n.inputs)]
+    for v in used + list(graph.outputs.values()):
         if v.constant is not None and id(v) not in vmap:  # constants first, under their names
             vmap[id(v)] = new.constant(v.constant, name=v.name)
     for node in kept:
         inputs = [vmap.get(id(v)) for v in node.inputs]
-        last = node
-        if id(node) in merged:
-            a, b, last = merged[id(node)]
-            inputs[1:] = [new.constant(p) for p in _absorb(node, a, b)]
-        outs = new.apply(node.op, inputs, name=node.name, **node.attrs)
+        params, extra, last = changes.get(id(node), (None, {}, node))
+        if params is not None:
+            inputs[1:] = [new.constant(p) for p in params]
+        outs = new.apply(node.op, inputs, name=node.name, **{**node.attrs, **extra})
         for old, out in zip(last.outputs, outs):
             vmap[id(old)] = out
     for name, v in graph.outputs.items():

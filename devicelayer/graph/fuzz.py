@@ -29,6 +29,9 @@ from ..kernels.op import OPS, TensorType
 NOISE = 2e-6
 MAX_SIZE = 4096
 CAP = 1e3  # largest magnitude a value may reach
+#: relative tolerance every float element gets besides the sampled sensitivity (about 32 float32 ulps: a
+#: normalization over a hundred terms rounds by this much where two noise samples may both miss it)
+FLOOR = 4e-6
 UNARY = ["relu", "leaky_relu", "elu", "selu", "sigmoid", "hard_sigmoid", "tanh", "gelu", "gelu_tanh", "softplus",
          "softsign", "exp", "log", "sqrt", "reciprocal", "neg", "abs", "erf", "floor", "ceil", "sin", "cos", "clip"]
 FLOAT_BINARY = ["add", "sub", "mul", "div", "pow", "max", "min", "prelu", "where"]
@@ -143,7 +146,7 @@ class Spec:
                 tol = np.zeros(w.shape)
             else:
                 sens = np.max([np.abs(n[o] - w) for n in noisy], axis=0)
-                tol = 4 * sens + 1e-6 * (1 + np.abs(w))
+                tol = 4 * sens + FLOOR * (1 + np.abs(w))
                 with np.errstate(invalid="ignore"):
                     bad = ~(np.abs(g - w) <= tol) & ~(np.isnan(g) & np.isnan(w))
             if bad.any():
@@ -587,6 +590,8 @@ def _conv(g: _Gen, x: int) -> int | None:
         attrs["pads"] = [g.int(0, kk - 1) for kk in k] * 2 if g.int(0, 1) else [g.int(0, kk - 1) for kk in k * 2]
     if op == "conv_transpose":
         attrs["output_padding"] = [g.int(0, s - 1) for s in attrs["strides"]]
+    elif g.int(0, 2) == 0:
+        attrs["activation"] = "relu"
     w = TensorType.of((c, m // group, *k) if op == "conv_transpose" else (m, c // group, *k), "float32")
     types = [v.type, w] + ([TensorType.of((m,), "float32")] if g.int(0, 1) else [])
     if not g.valid(op, types, attrs):
@@ -596,7 +601,9 @@ def _conv(g: _Gen, x: int) -> int | None:
     terms = (c if op == "conv_transpose" else c // group) * math.prod(k)
     p = _product_range(_with_zero(v), (-0.5, 0.5))
     bias = 1.0 if len(args) == 3 else 0.0
-    return g.node(op, args, attrs, lambda checked, outs: (terms * p[0] - bias, terms * p[1] + bias))
+    floor = 0.0 if "activation" in attrs else -math.inf
+    return g.node(op, args, attrs, lambda checked, outs: (max(floor, terms * p[0] - bias),
+                                                          max(floor, terms * p[1] + bias)))
 
 
 def _pool(g: _Gen, x: int) -> int | None:

@@ -2,7 +2,10 @@
 
 Inputs and outputs get buffers of their own, bound once, so every argument is
 fixed and a run is: upload the inputs, replay the recordings (with the copies
-between devices in between), read the outputs.
+between devices in between), read the outputs.  NumPy inputs and outputs pass
+through host arrays of the device's own (pinned memory), copied on the
+caller's thread, so each transfer is one DMA with no host step on the device's
+timeline.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from ..errors import DeviceLayerError, GraphError
 from ..events import Event
 from ..kernels.op import get
 from ..kernels.runner import record
-from ..memory import Buffer
+from ..memory import Buffer, MemoryPool
 from ..recording import Recording
 from ..tensors import Tensor
 from ..transfer import copy_between
@@ -45,9 +48,26 @@ class Replay:
     bufs: dict[tuple[int, int], Buffer]  # every (value, device) buffer: arena views and the bound ones
     work: list[Any]  # Steps ("input", "copy") and Segments, in order
     outputs: dict[str, tuple[Any, Device]]  # output name -> (value, device holding it)
+    #: (value, device) -> the device's host array (pinned where it can be) that NumPy inputs and outputs pass
+    #: through, and the last transfer from or into it
+    staging: dict[tuple[int, int], tuple[np.ndarray, Event | None]] = field(default_factory=dict)
+
+    def stage(self, key: tuple[int, int], dev: Device, t: Any) -> np.ndarray | None:
+        """The staging host array of an input or output (made on first use, free for the caller once the last
+        transfer through it is done); None where the device's host arrays are plain NumPy arrays."""
+        if not _pinned(dev):
+            return None
+        found = self.staging.get(key)
+        if found is None:
+            found = self.staging[key] = (dev.pool.host_array(t.shape, t.dtype), None)
+        array, last = found
+        if last is not None:
+            last.wait()
+        return array
 
     def release(self) -> None:
-        """Free the bound buffers and the recordings."""
+        """Free the bound buffers, the recordings and the staging arrays."""
+        self.staging.clear()
         for item in self.work:
             if isinstance(item, Segment) and item.recording is not None:
                 item.recording.release()
@@ -147,8 +167,13 @@ def run(replay: Replay, feeds: Mapping[int, Any], types: Mapping[int, Any], to_n
         if item.kind == "input":
             x = feeds[id(v)]
             dst = io[key].view(0, n)
+            stage = None if isinstance(x, Tensor) else replay.stage(key, dev, types[id(v)])
             if isinstance(x, Tensor):
                 ready[key] = copy_between(dst, x.buffer.view(0, n), [x.ready] + after(dev))
+            elif stage is not None:  # copied here, on the caller's thread, then one DMA from pinned memory
+                np.copyto(stage, np.asarray(x).reshape(stage.shape), casting="no")
+                ready[key] = dev.pool.upload(dst.view(0, n, stage.dtype), stage.reshape(-1), after(dev))
+                replay.staging[key] = (stage, ready[key])
             else:
                 ready[key] = dev.pool.upload(dst.view(0, n, x.dtype), x, after(dev))
             last[id(dev)] = ready[key]
@@ -166,6 +191,7 @@ def _collect(replay: Replay, feeds: Mapping[int, Any], types: Mapping[int, Any],
 
     results: dict[str, Any] = {}
     pending: list[Event] = []
+    staged: list[tuple[np.ndarray, np.ndarray]] = []  # (user array, staging array) copied once downloaded
     for name, (v, home) in replay.outputs.items():
         t = types[id(v)]
         if home is None:  # an input or constant returned as is
@@ -181,7 +207,11 @@ def _collect(replay: Replay, feeds: Mapping[int, Any], types: Mapping[int, Any],
         waits = [ready[key]] if key in ready else []
         if to_numpy:
             out = np.empty(t.shape, t.dtype)
-            if n:
+            stage = replay.stage(key, home, t) if n else None
+            if stage is not None:  # one DMA into pinned memory, copied out here once it is done
+                pending.append(home.pool.download(src.view(0, n, t.dtype), stage.reshape(-1), waits))
+                staged.append((out, stage))
+            elif n:
                 pending.append(home.pool.download(src.view(0, n, t.dtype), out.reshape(-1), waits))
             results[name] = out
         else:
@@ -190,4 +220,11 @@ def _collect(replay: Replay, feeds: Mapping[int, Any], types: Mapping[int, Any],
             results[name] = Tensor(buf, t.shape, t.dtype, ev)
     for e in pending:
         e.wait()
+    for out, stage in staged:
+        np.copyto(out, stage)
     return results
+
+
+def _pinned(dev: Device) -> bool:
+    """Whether the device's pool hands out host arrays of its own (pinned or device-visible memory)."""
+    return type(dev.pool).host_array is not MemoryPool.host_array

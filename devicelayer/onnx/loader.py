@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..errors import DeviceLayerError, GraphError, InvalidArgument, UnsupportedOp
-from ..graph.fold import fold_affine
+from ..graph.fold import fold_affine, fuse_activations
 from ..graph.ir import Graph, Value
 
 #: op types never folded even when their inputs are constant (not deterministic)
@@ -248,7 +248,7 @@ def _input_shape(vi: Any, input_shapes: Mapping[str, Sequence[int]] | None) -> t
 
 def convert(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None, fold: bool = True) -> Graph:
     """Build a Graph from a checked ModelProto (``fold``: per-channel affine maps folded into the conv or
-    batch normalization before them, see ``devicelayer.graph.fold``)."""
+    batch normalization before them and ReLUs into convs, see ``devicelayer.graph.fold``)."""
     from .converters import CONVERTERS
 
     onnx = _onnx()
@@ -341,7 +341,7 @@ def convert(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None,
         if v.name in g.outputs:
             v = ctx.as_value(np.array(x)) if isinstance(x, np.ndarray) else v
         g.output(vo.name, v)
-    return fold_affine(g) if fold else g
+    return fuse_activations(fold_affine(g)) if fold else g
 
 
 def _fold_or_shape(ctx: Context, node: Any, ir: int) -> list[np.ndarray]:

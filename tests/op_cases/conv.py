@@ -29,6 +29,14 @@ CONV = [
     ((0, 3, 5, 5), (4, 3, 3, 3), True, {}),  # empty batch
     ((2, 0, 5, 5), (4, 0, 3, 3), True, {}),  # no input channels: bias only
     ((1, 32, 40, 40), (64, 32, 3, 3), True, {"pads": [1, 1, 1, 1]}),  # large
+    # a fused ReLU after the bias, on each kernel path
+    ((2, 3, 17), (4, 3, 3), True, {"strides": [2], "pads": [1, 1], "activation": "relu"}),
+    ((2, 3, 9, 11), (5, 3, 3, 3), True, {"pads": [1, 0, 2, 1], "activation": "relu"}),
+    ((2, 32, 9, 11), (32, 32, 3, 3), True, {"pads": [1, 1, 1, 1], "activation": "relu"}),
+    ((1, 3, 9, 11), (5, 3, 3, 3), False, {"strides": [2, 2], "activation": "relu"}),
+    ((2, 6, 13, 10), (6, 1, 3, 3), True, {"group": 6, "pads": [1, 1, 1, 1], "activation": "relu"}),
+    ((2, 32, 9, 11), (48, 32, 1, 1), True, {"activation": "relu"}),
+    ((1, 3, 4, 5, 6), (4, 3, 2, 3, 2), True, {"pads": [1, 0, 1, 1, 0, 1], "activation": "relu"}),
 ]
 
 CONV_T = [
@@ -63,6 +71,9 @@ CASES += [
                         rand(32, dtype="float16")), {"pads": [1, 1, 1, 1]}, id="f16-tiled", dtype="float16"),
     Case("conv", inputs(rand(1, 4, 9, 9, dtype="float16"), rand(4, 1, 3, 3, dtype="float16")), {"group": 4},
          id="f16-depthwise", dtype="float16"),
+    Case("conv", inputs(rand(1, 16, 9, 9, dtype="float16"), rand(32, 16, 3, 3, dtype="float16"),
+                        rand(32, dtype="float16")), {"pads": [1, 1, 1, 1], "activation": "relu"}, id="f16-relu",
+         dtype="float16"),
     Case("conv_transpose", inputs(rand(1, 4, 5, 5, dtype="float16"), rand(4, 3, 3, 3, dtype="float16")),
          {"strides": [2, 2]}, id="f16", dtype="float16"),
 ]

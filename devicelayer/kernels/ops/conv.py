@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import replace
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..dialect import KernelSpec, Param, dialect_type
-from ..op import Launch, Op, Plan, TensorType, groups_for, local_1d, register
+from ..op import Launch, Op, Plan, TensorType, get, groups_for, local_1d, parallel, register
 from . import matmul as _mm
 from .matmul import GROUP_SIZE, gemm_steps, kernel_source, tiled_defines, tiled_fits, tiled_shared
-from .windows import padded, rows, runs, windows
+from .elementwise import relu_into
+from .windows import as_rows, padded, rows, runs, windows
 
 _AUTO_PAD = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
 _SCALARS = ("NB", "Cg", "Mg", "G", "ID", "IH", "IW", "OD", "OH", "OW")
@@ -107,6 +109,16 @@ class _ConvBase(Op):
 
     # -- device plan ---------------------------------------------------------------------------------
     def plan(self, inputs, outputs, attrs, info):
+        plan = self._conv_plan(inputs, outputs, attrs, info)
+        if attrs.get("activation") == "relu":  # in place over the output, after the convolution
+            op = get("relu")
+            relu = op.plan([outputs[0]], [outputs[0]], op.prepare([outputs[0]], {})[0], info)
+            for step in relu.steps:
+                plan.steps.append(replace(step, args=tuple(("out", 0) if a == ("in", 0) else a for a in step.args)))
+        return plan
+
+    def _conv_plan(self, inputs, outputs, attrs, info) -> Plan:
+        """The convolution's own kernels."""
         x, w = inputs[0].shape, inputs[1].shape
         y = outputs[0].shape
         nd = len(x) - 2
@@ -172,13 +184,24 @@ class Conv(_ConvBase):
 
     X (N, C, D...), W (M, C/group, k...), B (M,); attributes strides, pads
     ([begin..., end...]), dilations, group, auto_pad (NOTSET, VALID, SAME_UPPER,
-    SAME_LOWER) and kernel_shape (must match W).
+    SAME_LOWER), kernel_shape (must match W) and activation ("relu": applied
+    to the output, after the bias, as a fused Relu).
     """
 
     name = "conv"
+    attr_names = _ConvBase.attr_names | {"activation"}
 
     def check(self, inputs, attrs):
         out = self._common(inputs, attrs)
+        activation = attrs.get("activation")
+        if isinstance(activation, bytes):
+            activation = activation.decode()
+        if activation not in (None, "relu"):
+            raise self.error(f"attribute 'activation' must be 'relu' (applied after the bias) or absent, "
+                             f"got {activation!r}")
+        out.pop("activation", None)
+        if activation:
+            out["activation"] = activation
         x, w = inputs[0].shape, inputs[1].shape
         nd, G = len(x) - 2, out["group"]
         if x[1] % G or w[0] % G:
@@ -232,7 +255,15 @@ class Conv(_ConvBase):
                 y = _conv_im2col(windows(xp, k, s, d, out[2:]), w, G, out)
             if len(inputs) == 3:
                 y += inputs[2].astype(ct, copy=False).reshape((1, M) + (1,) * nd)
+            if attrs.get("activation") == "relu":
+                np.maximum(y, 0, out=y)
         return [y.astype(dtype, copy=False)]
+
+    def reference_into(self, inputs, outputs, attrs):
+        if inputs[0].dtype == np.float16 or not inputs[0].size or not inputs[1].size or not outputs[0].size:
+            return super().reference_into(inputs, outputs, attrs)
+        _conv_into(inputs, outputs[0], attrs)
+        return None
 
 
 #: im2col buffers above twice this size are filled and multiplied a band of output rows at a time (cache-sized)
@@ -298,6 +329,83 @@ def _conv_depthwise(xp: np.ndarray, w: np.ndarray, s: Sequence[int], d: Sequence
         if j:
             acc += term
     return rows(full, xp, out) if flat else acc
+
+
+#: a stride-1 ungrouped conv multiplies over contiguous runs (``runs``) when they add at most this share of
+#: columns past the output rows; more (small images), its im2col gathers just the output's windows
+_RUN_WASTE = 1.1
+
+
+def _conv_into(inputs: Sequence[np.ndarray], y: np.ndarray, attrs: dict[str, Any]) -> None:
+    """Conv of float32/float64 ``inputs`` written into ``y``: ungrouped as BLAS products over im2col bands
+    (none for 1x1 stride-1 convs), grouped as batched products a few groups at a time spread over the host
+    threads; then bias and activation in place, a block of channels at a time."""
+    x, w = inputs[0], inputs[1]
+    nd, G = x.ndim - 2, attrs["group"]
+    s, d, k, p = attrs["strides"], attrs["dilations"], attrs["kernel_shape"], attrs["pads"]
+    N, C, M = x.shape[0], x.shape[1], w.shape[0]
+    out = y.shape
+    S = math.prod(out[2:])
+    xp = np.ascontiguousarray(padded(x, p[:nd], p[nd:]))
+    stride1 = all(v == 1 for v in s)
+    with np.errstate(all="ignore"):
+        if G == 1:
+            wm = w.reshape(M, -1)
+            view, full = runs(xp, k, d, out) if stride1 and math.prod(k) > 1 else (None, None)
+            if view is not None and full[0].size <= _RUN_WASTE * M * S:
+                for n in range(N):
+                    _products(wm, view[n], full[n, :, :view.shape[-1]], 1)
+                np.copyto(y, as_rows(full, xp, out))
+            else:
+                win = windows(xp, k, s, d, out[2:])
+                for n in range(N):
+                    _products(wm, win[n], y[n].reshape(M, S), nd)
+        else:
+            _grouped_into(xp, w, G, s, d, y)
+        _bias_activation(y, inputs[2] if len(inputs) == 3 else None, attrs.get("activation"))
+
+
+def _grouped_into(xp: np.ndarray, w: np.ndarray, G: int, s: Sequence[int], d: Sequence[int], y: np.ndarray) -> None:
+    """A grouped conv into ``y``: per image, Y[g] (Mg, S) = W[g] (Mg, Cg k) @ cols[g] as one batched product
+    over a band of groups (stride 1: over contiguous runs, trimmed after), bands spread over the host threads."""
+    N, C, M, k, out = xp.shape[0], xp.shape[1], w.shape[0], w.shape[2:], y.shape
+    nd, Cg, Mg = len(k), C // G, M // G
+    K, S = Cg * math.prod(k), math.prod(out[2:])
+    wm = w.reshape(G, Mg, K)
+    flat = all(v == 1 for v in s)
+    if flat:
+        view, full = runs(xp, k, d, out)
+        L = view.shape[-1]
+    else:
+        view, L = windows(xp, k, s, d, out[2:]), S
+    band = max(1, _CHUNK_BYTES // max(1, K * L * xp.itemsize))  # groups per im2col band
+
+    def piece(g0: int, g1: int) -> None:
+        for n in range(N):
+            for a in range(g0, g1, band):
+                b = min(g1, a + band)
+                cols = view[n, a * Cg:b * Cg].reshape(b - a, K, L)  # a copy unless contiguous (1x1, stride 1)
+                dst = full[n, a * Mg:b * Mg, :L] if flat else y[n, a * Mg:b * Mg].reshape(b - a, Mg * S)
+                np.matmul(wm[a:b], cols, out=dst.reshape(b - a, Mg, L))
+                if flat:
+                    part = as_rows(full[n:n + 1, a * Mg:b * Mg], xp, (1, (b - a) * Mg) + out[2:])
+                    np.copyto(y[n:n + 1, a * Mg:b * Mg], part)
+    parallel(piece, G, N * (xp[0].nbytes * math.prod(k) + y[0].nbytes))
+
+
+def _bias_activation(y: np.ndarray, bias: np.ndarray | None, activation: str | None) -> None:
+    """``y += bias`` per channel, then the activation, in place, spread over the host threads by channels."""
+    if bias is None and activation is None:
+        return
+    b = None if bias is None else bias.reshape((1, -1) + (1,) * (y.ndim - 2))
+
+    def piece(c0: int, c1: int) -> None:
+        part = y[:, c0:c1]
+        if b is not None:
+            part += b[:, c0:c1]
+        if activation == "relu":
+            relu_into(part, part)
+    parallel(piece, y.shape[1], 2 * y.nbytes)
 
 
 @register

@@ -1,0 +1,243 @@
+"""Convolutions on CUDA devices through vendor libraries: cuDNN, or im2col + a cuBLAS strided-batched GEMM.
+
+Where cuDNN is installed each layer geometry is tuned once, when a plan is
+made (as ONNX Runtime's exhaustive cuDNN search and PyTorch's
+``cudnn.benchmark`` do): cuDNN's timed search picks its algorithm, then the
+whole layer (bias and ReLU included) is timed through cuDNN and through
+im2col + cuBLAS on scratch buffers, as a captured CUDA graph so that only GPU
+time counts, and the faster runs it from then on. A
+geometry first seen while a stream is captured is not timed (cuDNN's
+heuristic choice runs it).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import cupy
+import numpy as np
+
+from . import cuda_blas, cuda_dnn
+from .cuda import _address, _Vendor
+
+_COL_BYTES = 256 << 20  # the most im2col scratch one convolution takes at once
+_TIMED = 5  # timed calls per contestant when tuning (after one warm-up call)
+_kernels: dict[str, Any] = {}
+
+
+def _im2col() -> Any:
+    """col (K, P) of one image: x at each kernel position and output position, zero where padded (1-3-D)."""
+    if "im2col" not in _kernels:
+        _kernels["im2col"] = cupy.ElementwiseKernel(
+            "raw T x, int64 base, int32 C, int32 ID, int32 IH, int32 IW, int32 KD, int32 KH, int32 KW, int32 OD, "
+            "int32 OH, int32 OW, int32 SD, int32 SH, int32 SW, int32 PD, int32 PH, int32 PW, int32 DD, int32 DH, "
+            "int32 DW",
+            "T col",
+            """
+            unsigned int r = (unsigned int)i;  // a scratch buffer holds under 2**31 elements: 32-bit index math
+            int ow = r % OW; r /= OW; int oh = r % OH; r /= OH; int od = r % OD; r /= OD;
+            int kw = r % KW; r /= KW; int kh = r % KH; r /= KH; int kd = r % KD; r /= KD;
+            long long c = r % C, n = r / C;
+            int zd = od * SD - PD + kd * DD, zh = oh * SH - PH + kh * DH, zw = ow * SW - PW + kw * DW;
+            bool inside = zd >= 0 && zd < ID && zh >= 0 && zh < IH && zw >= 0 && zw < IW;
+            col = inside ? x[base + (((n * C + c) * ID + zd) * IH + zh) * IW + zw] : (T)0;
+            """, "devicelayer_im2col")
+    return _kernels["im2col"]
+
+
+def _epilogue() -> Any:
+    """y += bias per output channel (when given), then ReLU (when asked; NaN stays NaN), in one pass."""
+    if "epilogue" not in _kernels:
+        _kernels["epilogue"] = cupy.ElementwiseKernel(
+            "raw T b, int32 P, int32 M, int32 has_bias, int32 relu", "T y",
+            """
+            T v = has_bias ? (T)(y + b[(i / P) % M]) : y;
+            y = (relu && v <= (T)0) ? (T)0 : v;
+            """, "devicelayer_conv_epilogue")
+    return _kernels["epilogue"]
+
+
+def _at(address: int, shape: tuple, dtype: np.dtype, index: int) -> "cupy.ndarray":
+    """A cupy.ndarray over device memory at ``address`` (no copy, no ownership)."""
+    nbytes = max(math.prod(shape) * dtype.itemsize, dtype.itemsize)
+    return cupy.ndarray(shape, dtype, cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(address, nbytes, None, index), 0))
+
+
+def im2col_conv(dev: Any, stream: Any, ins: Any, outs: Any, attrs: dict, x: int, w: int, b: int, y: int) -> None:
+    """Y[n] (M, P) = W (M, K) @ col[n] (K, P) + bias, ReLU: im2col into bounded scratch, one strided batch of
+    GEMMs per scratch-full of images (none for 1x1 stride-1 layers); arguments are device addresses."""
+    index = dev.index
+    xt, wt, yt = ins[0], ins[1], outs[0]
+    nd = len(xt.shape) - 2
+    N, C, M = xt.shape[0], xt.shape[1], wt.shape[0]
+    pad3 = (1,) * (3 - nd)
+    in3, k3, out3 = pad3 + xt.shape[2:], pad3 + wt.shape[2:], pad3 + yt.shape[2:]
+    s3, d3 = pad3 + tuple(attrs["strides"]), pad3 + tuple(attrs["dilations"])
+    p3 = (0,) * (3 - nd) + tuple(attrs["pads"][:nd])
+    K, P, image = C * math.prod(k3), math.prod(out3), C * math.prod(in3)
+    pointwise = all(k == 1 for k in k3) and all(s == 1 for s in s3) and not any(attrs["pads"])
+    blas, size = dev._blas(), xt.dtype.itemsize
+    with stream:
+        if pointwise:  # Y[n] (M, P) = W (M, C) @ X[n] (C, P): one strided batch over the images
+            blas.gemm(stream.ptr, xt.dtype, False, False, M, P, K, 1.0, w, K, 0, x, P, image, 0.0, y, P, M * P, N)
+        else:
+            per = max(1, min(N, _COL_BYTES // (K * P * size)))
+            col = cupy.empty((per, K, P), xt.dtype)
+            xs = _at(x, (xt.size,), xt.dtype, index)  # 1-D: raw indexing is plain offsets
+            for n0 in range(0, N, per):
+                nb = min(per, N - n0)
+                _im2col()(xs, n0 * image, C, *in3, *k3, *out3, *s3, *p3, *d3, col[:nb])
+                blas.gemm(stream.ptr, xt.dtype, False, False, M, P, K, 1.0, w, K, 0, col.data.ptr, P, K * P, 0.0,
+                          y + n0 * M * P * size, P, M * P, nb)
+        relu = attrs.get("activation") == "relu"
+        if len(ins) == 3 or relu:
+            bias = _at(b, ins[2].shape, xt.dtype, index) if len(ins) == 3 else _at(y, (1,), xt.dtype, index)
+            _epilogue()(bias, np.int32(P), np.int32(M), np.int32(len(ins) == 3), np.int32(relu),
+                        _at(y, yt.shape, yt.dtype, index))
+
+
+def _addresses(in_bufs: Any, out_bufs: Any) -> tuple[int, int, int, int]:
+    return (_address(in_bufs[0]), _address(in_bufs[1]), _address(in_bufs[2]) if len(in_bufs) == 3 else 0,
+            _address(out_bufs[0]))
+
+
+class Im2colConv(_Vendor):
+    """Ungrouped convolution as im2col + cuBLAS strided-batched GEMMs."""
+
+    def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
+        """Float convolutions without groups (grouped and depthwise ones use the op's kernels)."""
+        col = math.prod(ins[1].shape[1:]) * math.prod(outs[0].shape[2:])  # one image's im2col elements
+        return (attrs["group"] == 1 and ins[0].dtype in cuda_blas.DTYPES and col < 2**31
+                and all(t.size > 0 for t in (*ins, *outs)))
+
+    def enqueue(self, stream: Any, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> None:
+        """Queue the convolution on ``stream`` (the device is current)."""
+        im2col_conv(self.dev, stream, ins, outs, attrs, *_addresses(in_bufs, out_bufs))
+
+
+class DnnConv(Im2colConv):
+    """Convolution through cuDNN or im2col + cuBLAS, whichever ran the layer faster when it was tuned; layers
+    cuDNN's legacy API cannot describe (asymmetric pads, tensors of 2**31 elements or more) use im2col."""
+
+    def _layer(self, ins: Any, outs: Any, attrs: dict) -> "cuda_dnn._Layer | None":
+        """The cuDNN layer of this convolution, None when cuDNN cannot run it."""
+        xt, wt, yt = ins[0], ins[1], outs[0]
+        nd = len(xt.shape) - 2
+        pads = tuple(attrs["pads"])
+        if (xt.dtype not in cuda_dnn.DTYPES or pads[:nd] != pads[nd:] or not 1 <= nd <= 3
+                or any(t.size == 0 or t.size > cuda_dnn.ELEMENT_LIMIT for t in (*ins, *outs))):
+            return None
+        lift = (1,) if nd == 1 else ()  # 1-D as 2-D with a height of one
+        try:
+            return self.dev._dnn().layer(
+                xt.dtype, xt.shape[:2] + lift + xt.shape[2:], wt.shape[:2] + lift + wt.shape[2:],
+                yt.shape[:2] + lift + yt.shape[2:], ((0,) + pads[:1]) if nd == 1 else pads[:nd],
+                lift + tuple(attrs["strides"]), lift + tuple(attrs["dilations"]), attrs["group"], len(ins) == 3,
+                attrs.get("activation") == "relu")
+        except cuda_dnn.DnnError as exc:
+            self.dev._dnn().refuse(str(exc))
+            return None
+
+    def route(self, ins: Any, outs: Any, attrs: dict, tune: bool = True) -> tuple[str, Any]:
+        """("dnn", layer), ("im2col", None) or ("kernels", None): how this geometry runs (decided once)."""
+        key = (ins[0].dtype, tuple(t.shape for t in ins), outs[0].shape, tuple(attrs["pads"]),
+               tuple(attrs["strides"]), tuple(attrs["dilations"]), attrs["group"], attrs.get("activation"))
+        routes = self.dev._conv_routes
+        found = routes.get(key)
+        if found is not None:
+            return found[:2]
+        layer = self._layer(ins, outs, attrs)
+        col = super().accepts(ins, outs, attrs)
+        if layer is None:
+            found = ("im2col" if col else "kernels", None, {})
+        elif not tune:
+            return ("dnn", layer)  # not kept: a later plan tunes it
+        else:
+            found = self._tune(ins, outs, attrs, layer, col)
+        routes[key] = found
+        return found[:2]
+
+    def _tune(self, ins: Any, outs: Any, attrs: dict, layer: Any, col: bool) -> tuple[str, Any, dict]:
+        """Time the layer through cuDNN (after cuDNN's algorithm search) and through im2col on scratch buffers."""
+        dev, dnn = self.dev, self.dev._dnn()
+        times: dict[str, float] = {}
+        with dev._enter(f"tune {self.label}"), cupy.cuda.using_allocator(dev.pool.cupy_pool.malloc):
+            stream = cupy.cuda.Stream(non_blocking=True)
+            with stream:
+                rng = cupy.random.default_rng(0)
+                arrays = [rng.standard_normal(t.shape, dtype=np.float32).astype(t.dtype) for t in ins]
+                y = cupy.empty(outs[0].shape, outs[0].dtype)
+                x, w, b = arrays[0].data.ptr, arrays[1].data.ptr, arrays[2].data.ptr if len(ins) == 3 else 0
+                try:
+                    scratch = cupy.empty(cuda_dnn.WORKSPACE_LIMIT, np.uint8)
+                except cupy.cuda.memory.OutOfMemoryError:
+                    scratch = None
+                try:
+                    if scratch is not None:
+                        dnn.find(layer, stream.ptr, x, w, y.data.ptr, scratch.data.ptr, scratch.nbytes)
+                        del scratch
+                    times["dnn"] = _time(stream, lambda: self._dnn_forward(stream, layer, x, w, b, y.data.ptr))
+                except cuda_dnn.DnnError as exc:
+                    dnn.refuse(str(exc))
+                if col:
+                    times["im2col"] = _time(stream, lambda: im2col_conv(dev, stream, ins, outs, attrs, x, w, b,
+                                                                        y.data.ptr))
+            stream.synchronize()
+        if not times:
+            return ("kernels", None, times)
+        best = min(times, key=times.__getitem__)
+        return (best, layer if best == "dnn" else None, times)
+
+    def _dnn_forward(self, stream: Any, layer: Any, x: int, w: int, b: int, y: int) -> None:
+        with stream:  # scratch from the pool in use, ordered on this stream
+            scratch = cupy.empty(layer.workspace, np.uint8) if layer.workspace else None
+            self.dev._dnn().forward(layer, stream.ptr, x, w, b, y, scratch.data.ptr if scratch is not None else 0)
+
+    def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
+        """Float convolutions cuDNN describes or im2col takes (tuned on first sight)."""
+        return self.route(ins, outs, attrs)[0] != "kernels"
+
+    def enqueue(self, stream: Any, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> None:
+        how, layer = self.route(ins, outs, attrs, tune=False)
+        x, w, b, y = _addresses(in_bufs, out_bufs)
+        if how == "dnn":
+            try:
+                self._dnn_forward(stream, layer, x, w, b, y)
+                return
+            except cuda_dnn.DnnError as exc:
+                if not super().accepts(ins, outs, attrs):  # (cuDNN checks its arguments before any work)
+                    raise
+                self.dev._dnn().refuse(str(exc))
+        im2col_conv(self.dev, stream, ins, outs, attrs, x, w, b, y)
+
+
+def _time(stream: Any, fn: Any) -> float:
+    """GPU milliseconds per call of ``fn`` on ``stream``: one warm-up call, then a CUDA graph of a few calls timed
+    as one launch, so host gaps between the calls' launches do not count (replayed plans have none); timed
+    directly where the calls cannot be captured."""
+    fn()
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    graph = None
+    pool = cupy.cuda.MemoryPool()  # scratch taken while capturing lives as long as the graph
+    with cupy.cuda.using_allocator(pool.malloc):
+        stream.begin_capture(cupy.cuda.runtime.streamCaptureModeRelaxed)
+        try:
+            for _ in range(_TIMED):
+                fn()
+        finally:
+            try:
+                graph = stream.end_capture()
+            except Exception:
+                graph = None
+        if graph is not None:
+            graph.launch(stream)
+        start.record(stream)
+        if graph is not None:
+            graph.launch(stream)
+        else:
+            for _ in range(_TIMED):
+                fn()
+        end.record(stream)
+        end.synchronize()
+    return cupy.cuda.get_elapsed_time(start, end) / _TIMED

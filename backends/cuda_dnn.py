@@ -1,0 +1,286 @@
+"""cuDNN convolutions for the CUDA backend, callable on any stream, stream capture included.
+
+CuPy 14 has no cuDNN bindings, so this calls cuDNN's C API through ctypes: one
+handle per device (used under a lock, its stream set on every call), tensor,
+filter and convolution descriptors made once per layer geometry, the algorithm
+from cuDNN's heuristics or, when a layer is tuned, from cuDNN's timed search,
+and ``cudnnConvolutionBiasActivationForward`` where bias and ReLU fuse into
+the convolution.  float32 runs without TF32 (``CUDNN_FMA_MATH``): IEEE
+products, as the op library computes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import glob
+import os
+import sys
+import threading
+from typing import Any, Sequence
+
+import numpy as np
+
+_DATA = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.float16): 2}  # cudnnDataType_t
+DTYPES = frozenset(_DATA)
+_NCHW = 0
+_CROSS_CORRELATION = 1
+_DEFAULT_MATH, _FMA_MATH = 0, 3
+_RELU = 1
+_PROPAGATE_NAN = 1  # ReLU keeps NaN, as NumPy's maximum does
+_ALGOS = 8  # CUDNN_CONVOLUTION_FWD_ALGO_COUNT
+WORKSPACE_LIMIT = 256 << 20  # the most scratch one convolution's algorithm may take
+ELEMENT_LIMIT = 2**31 - 1  # cuDNN's legacy API indexes each tensor with 32 bits
+
+
+class _AlgoPerf(ctypes.Structure):
+    _fields_ = [("algo", ctypes.c_int), ("status", ctypes.c_int), ("time", ctypes.c_float),
+                ("memory", ctypes.c_size_t), ("determinism", ctypes.c_int), ("mathType", ctypes.c_int),
+                ("reserved", ctypes.c_int * 3)]
+
+
+def _candidates() -> list[str]:
+    """Where libcudnn may be: $DEVICELAYER_CUDNN, this process's mappings, the nvidia-cudnn wheel, the loader."""
+    paths = []
+    env = os.environ.get("DEVICELAYER_CUDNN", "")
+    if env:
+        paths.append(env)
+    try:
+        with open("/proc/self/maps") as f:
+            paths += sorted({line.split()[-1] for line in f if line.rstrip().endswith(("/libcudnn.so.9",
+                                                                                     "/libcudnn.so.8"))})
+    except OSError:
+        pass
+    for root in sys.path:
+        paths += sorted(glob.glob(os.path.join(root or ".", "nvidia", "cudnn", "lib", "libcudnn.so.*")))
+    paths += [ctypes.util.find_library("cudnn") or "", "libcudnn.so.9", "libcudnn.so.8"]
+    return [p for p in paths if p]
+
+
+def _library() -> ctypes.CDLL | None:
+    if os.environ.get("DEVICELAYER_CUDNN", "") in ("0", "off", "none"):
+        return None
+    for path in _candidates():
+        try:
+            lib = ctypes.CDLL(path)
+            lib.cudnnConvolutionBiasActivationForward  # noqa: B018  (present?)
+            lib.cudnnGetConvolutionForwardAlgorithm_v7  # noqa: B018
+        except (OSError, AttributeError):
+            continue
+        _declare(lib)
+        return lib
+    return None
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    """Argument types of the entry points used (pointers stay pointer-sized)."""
+    p, i, ip = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int)
+    sigs = {
+        "cudnnCreate": [ctypes.POINTER(p)], "cudnnDestroy": [p], "cudnnSetStream": [p, p],
+        "cudnnGetVersion": [], "cudnnGetErrorString": [i],
+        "cudnnCreateTensorDescriptor": [ctypes.POINTER(p)], "cudnnDestroyTensorDescriptor": [p],
+        "cudnnSetTensorNdDescriptor": [p, i, i, ip, ip],
+        "cudnnCreateFilterDescriptor": [ctypes.POINTER(p)], "cudnnDestroyFilterDescriptor": [p],
+        "cudnnSetFilterNdDescriptor": [p, i, i, i, ip],
+        "cudnnCreateConvolutionDescriptor": [ctypes.POINTER(p)], "cudnnDestroyConvolutionDescriptor": [p],
+        "cudnnSetConvolutionNdDescriptor": [p, i, ip, ip, ip, i, i],
+        "cudnnSetConvolutionGroupCount": [p, i], "cudnnSetConvolutionMathType": [p, i],
+        "cudnnCreateActivationDescriptor": [ctypes.POINTER(p)], "cudnnDestroyActivationDescriptor": [p],
+        "cudnnSetActivationDescriptor": [p, i, i, ctypes.c_double],
+        "cudnnGetConvolutionForwardAlgorithm_v7": [p, p, p, p, p, i, ip, ctypes.POINTER(_AlgoPerf)],
+        "cudnnGetConvolutionForwardWorkspaceSize": [p, p, p, p, p, i, ctypes.POINTER(ctypes.c_size_t)],
+        "cudnnFindConvolutionForwardAlgorithmEx": [p, p, p, p, p, p, p, p, i, ip, ctypes.POINTER(_AlgoPerf), p,
+                                                   ctypes.c_size_t],
+        "cudnnConvolutionForward": [p, p, p, p, p, p, p, i, p, ctypes.c_size_t, p, p, p],
+        "cudnnConvolutionBiasActivationForward": [p, p, p, p, p, p, p, i, p, ctypes.c_size_t, p, p, p, p, p, p,
+                                                  p, p],
+        "cudnnAddTensor": [p, p, p, p, p, p, p],
+        "cudnnActivationForward": [p, p, p, p, p, p, p, p],
+    }
+    for name, args in sigs.items():
+        fn = getattr(lib, name)
+        fn.argtypes = args
+        fn.restype = ctypes.c_char_p if name == "cudnnGetErrorString" else (
+            ctypes.c_size_t if name == "cudnnGetVersion" else ctypes.c_int)
+
+
+class DnnError(RuntimeError):
+    """A cuDNN call failed (the message names the call and cuDNN's status)."""
+
+
+def _ints(values: Sequence[int]) -> Any:
+    return (ctypes.c_int * len(values))(*values)
+
+
+class _Layer:
+    """Descriptors and the chosen algorithm of one convolution geometry."""
+
+    def __init__(self, dnn: "Dnn", key: tuple) -> None:
+        dtype, x, w, y, pads, strides, dilations, group, bias, relu = key
+        self.dnn = dnn
+        self.lib = lib = dnn.lib
+        self.descs: list[tuple[str, Any]] = []
+        self.dtype = dtype
+        t = _DATA[dtype]
+        compute = _DATA[np.dtype(np.float64)] if dtype == np.float64 else _DATA[np.dtype(np.float32)]
+        self.x = self._tensor(t, x)
+        self.y = self._tensor(t, y)
+        self.w = self._made("Filter")
+        dnn.check(lib.cudnnSetFilterNdDescriptor(self.w, t, _NCHW, len(w), _ints(w)), "cudnnSetFilterNdDescriptor")
+        self.conv = self._made("Convolution")
+        nd = len(pads)
+        dnn.check(lib.cudnnSetConvolutionNdDescriptor(self.conv, nd, _ints(pads), _ints(strides), _ints(dilations),
+                                                      _CROSS_CORRELATION, compute), "cudnnSetConvolutionNdDescriptor")
+        dnn.check(lib.cudnnSetConvolutionGroupCount(self.conv, group), "cudnnSetConvolutionGroupCount")
+        math_type = _FMA_MATH if dtype == np.float32 else _DEFAULT_MATH
+        dnn.check(lib.cudnnSetConvolutionMathType(self.conv, math_type), "cudnnSetConvolutionMathType")
+        self.bias = self._tensor(t, (1, y[1]) + (1,) * (len(y) - 2)) if bias else None
+        self.act = None
+        if relu:
+            self.act = self._made("Activation")
+            dnn.check(lib.cudnnSetActivationDescriptor(self.act, _RELU, _PROPAGATE_NAN, 0.0),
+                      "cudnnSetActivationDescriptor")
+        # bias + ReLU in the convolution's epilogue (float32); otherwise bias and ReLU follow as cuDNN calls
+        self.fused = bool(relu and bias and dtype == np.float32)
+        self.algo, self.workspace = self._choose()
+        one, zero = (np.float64 if dtype == np.float64 else np.float32)(1), 0
+        self.scalars = np.array([one, zero], np.float64 if dtype == np.float64 else np.float32)
+
+    def _made(self, kind: str) -> Any:
+        desc = ctypes.c_void_p()
+        self.dnn.check(getattr(self.lib, f"cudnnCreate{kind}Descriptor")(ctypes.byref(desc)),
+                       f"cudnnCreate{kind}Descriptor")
+        self.descs.append((kind, desc))
+        return desc
+
+    def _tensor(self, t: int, shape: Sequence[int]) -> Any:
+        desc = self._made("Tensor")
+        strides = [1] * len(shape)
+        for k in range(len(shape) - 2, -1, -1):
+            strides[k] = strides[k + 1] * shape[k + 1]
+        self.dnn.check(self.lib.cudnnSetTensorNdDescriptor(desc, t, len(shape), _ints(shape), _ints(strides)),
+                       "cudnnSetTensorNdDescriptor")
+        return desc
+
+    def _choose(self) -> tuple[int, int]:
+        """cuDNN's first heuristic choice whose scratch fits the limit."""
+        perf = (_AlgoPerf * _ALGOS)()
+        count = ctypes.c_int()
+        lib, dnn = self.lib, self.dnn
+        with dnn.lock:
+            dnn.check(lib.cudnnGetConvolutionForwardAlgorithm_v7(dnn.handle, self.x, self.w, self.conv, self.y,
+                                                                 _ALGOS, ctypes.byref(count), perf),
+                      "cudnnGetConvolutionForwardAlgorithm_v7")
+            for k in range(count.value):
+                if perf[k].status != 0:
+                    continue
+                size = ctypes.c_size_t()
+                if lib.cudnnGetConvolutionForwardWorkspaceSize(dnn.handle, self.x, self.w, self.conv, self.y,
+                                                               perf[k].algo, ctypes.byref(size)):
+                    continue
+                if size.value <= WORKSPACE_LIMIT:
+                    return perf[k].algo, size.value
+        raise DnnError("cuDNN offers no convolution algorithm for this layer within the scratch limit")
+
+    def release(self) -> None:
+        for kind, desc in reversed(self.descs):
+            getattr(self.lib, f"cudnnDestroy{kind}Descriptor")(desc)
+        self.descs.clear()
+
+
+class Dnn:
+    """One cuDNN handle of one device and the layers it has seen, used under a lock (handles are not thread-safe)."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self.lib = lib
+        self.lock = threading.RLock()
+        handle = ctypes.c_void_p()
+        self.check(lib.cudnnCreate(ctypes.byref(handle)), "cudnnCreate")
+        self.handle = handle
+        self.layers: dict[tuple, _Layer] = {}
+        self.refusals: list[str] = []  # why cuDNN did not take a layer (the im2col path ran it), the latest 100
+
+    def check(self, status: int, what: str) -> None:
+        """Raise DnnError for a failed status."""
+        if status:
+            text = self.lib.cudnnGetErrorString(status)
+            raise DnnError(f"{what} failed: {text.decode() if text else ''} (cuDNN status {status})")
+
+    def layer(self, dtype: np.dtype, x: Sequence[int], w: Sequence[int], y: Sequence[int], pads: Sequence[int],
+              strides: Sequence[int], dilations: Sequence[int], group: int, bias: bool, relu: bool) -> _Layer:
+        """The descriptors and algorithm of one geometry (made once). Shapes are NCHW-style, 2-D or 3-D spatial."""
+        key = (np.dtype(dtype), tuple(x), tuple(w), tuple(y), tuple(pads), tuple(strides), tuple(dilations), group,
+               bias, relu)
+        with self.lock:
+            layer = self.layers.get(key)
+            if layer is None:
+                layer = self.layers[key] = _Layer(self, key)
+            return layer
+
+    def find(self, layer: _Layer, stream: int, x: int, w: int, y: int, workspace: int, size: int) -> float:
+        """Time every algorithm on real buffers (cuDNN's own search) and keep the fastest that fits the scratch
+        limit; returns its time in ms."""
+        perf = (_AlgoPerf * _ALGOS)()
+        count = ctypes.c_int()
+        with self.lock:
+            self.check(self.lib.cudnnSetStream(self.handle, ctypes.c_void_p(stream)), "cudnnSetStream")
+            self.check(self.lib.cudnnFindConvolutionForwardAlgorithmEx(
+                self.handle, layer.x, x, layer.w, w, layer.conv, layer.y, y, _ALGOS, ctypes.byref(count), perf,
+                workspace, size), "cudnnFindConvolutionForwardAlgorithmEx")
+        for k in range(count.value):  # fastest first
+            if perf[k].status == 0 and perf[k].memory <= min(size, WORKSPACE_LIMIT):
+                layer.algo, layer.workspace = perf[k].algo, int(perf[k].memory)
+                return float(perf[k].time)
+        return float("inf")
+
+    def forward(self, layer: _Layer, stream: int, x: int, w: int, bias: int, y: int, workspace: int) -> None:
+        """y = [relu](conv(x, w) [+ bias]) on ``stream`` (device addresses; ``workspace`` of layer.workspace bytes)."""
+        lib, one, zero = self.lib, layer.scalars.ctypes.data, layer.scalars.ctypes.data + layer.scalars.itemsize
+        ws = ctypes.c_size_t(layer.workspace)
+        with self.lock:
+            self.check(lib.cudnnSetStream(self.handle, ctypes.c_void_p(stream)), "cudnnSetStream")
+            if layer.fused:
+                status = lib.cudnnConvolutionBiasActivationForward(
+                    self.handle, one, layer.x, x, layer.w, w, layer.conv, layer.algo, workspace, ws, zero, layer.y, y,
+                    layer.bias, bias, layer.act, layer.y, y)
+                if status == 0:
+                    return
+                layer.fused = False  # cuDNN refused the fusion (checked before any work): three calls instead
+                self.refuse(f"cudnnConvolutionBiasActivationForward: status {status}")
+            self.check(lib.cudnnConvolutionForward(self.handle, one, layer.x, x, layer.w, w, layer.conv, layer.algo,
+                                                   workspace, ws, zero, layer.y, y), "cudnnConvolutionForward")
+            if layer.bias is not None:
+                self.check(lib.cudnnAddTensor(self.handle, one, layer.bias, bias, one, layer.y, y), "cudnnAddTensor")
+            if layer.act is not None:
+                self.check(lib.cudnnActivationForward(self.handle, layer.act, one, layer.y, y, zero, layer.y, y),
+                           "cudnnActivationForward")
+
+    def refuse(self, why: str) -> None:
+        """Note why cuDNN did not run a layer as asked."""
+        self.refusals = self.refusals[-99:] + [why]
+
+    def close(self) -> None:
+        """Destroy the descriptors and the handle."""
+        with self.lock:
+            for layer in self.layers.values():
+                layer.release()
+            self.layers.clear()
+            if self.handle:
+                self.lib.cudnnDestroy(self.handle)
+                self.handle = None
+
+
+_LIB: list = []
+
+
+def library() -> ctypes.CDLL | None:
+    """The cuDNN library (looked up once); None where it is not installed or DEVICELAYER_CUDNN=0."""
+    if not _LIB:
+        _LIB.append(_library())
+    return _LIB[0]
+
+
+def version() -> int | None:
+    """cuDNN's version number (e.g. 91900), None without the library."""
+    lib = library()
+    return int(lib.cudnnGetVersion()) if lib is not None else None
