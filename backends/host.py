@@ -19,6 +19,8 @@ from devicelayer.memory import Buffer, MemoryPool
 from devicelayer.registry import Backend
 from devicelayer.signature import Arg, Signature, parse_arg
 
+from .host_blas import blas_extras
+
 ALIGN = 64
 
 
@@ -246,7 +248,7 @@ class HostBackend(Backend):
             compute_units=os.cpu_count() or 1, max_work_group_size=big, max_work_item_sizes=(big, big, big),
             subgroup_size=None, local_memory=0, dtypes=frozenset(d for d in DTYPE_NAMES if d != "bfloat16"),
             unified_memory=True, view_alignment=1, timestamps=True,
-            extras={"machine": platform.machine()},
+            extras={"machine": platform.machine(), **blas_extras()},
         )
         self._devices = [HostDevice(info)]
 
