@@ -47,12 +47,14 @@ def _im2col() -> Any:
 
 
 def _epilogue() -> Any:
-    """y += bias per output channel (when given), then ReLU (when asked; NaN stays NaN), in one pass."""
+    """y += bias per output channel (when given), y += z (when given), then ReLU (when asked; NaN stays NaN),
+    in one pass."""
     if "epilogue" not in _kernels:
         _kernels["epilogue"] = cupy.ElementwiseKernel(
-            "raw T b, int32 P, int32 M, int32 has_bias, int32 relu", "T y",
+            "raw T b, raw T z, int32 P, int32 M, int32 has_bias, int32 has_z, int32 relu", "T y",
             """
             T v = has_bias ? (T)(y + b[(i / P) % M]) : y;
+            if (has_z) v = v + z[i];
             y = (relu && v <= (T)0) ? (T)0 : v;
             """, "devicelayer_conv_epilogue")
     return _kernels["epilogue"]
@@ -64,8 +66,9 @@ def _at(address: int, shape: tuple, dtype: np.dtype, index: int) -> "cupy.ndarra
     return cupy.ndarray(shape, dtype, cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(address, nbytes, None, index), 0))
 
 
-def im2col_conv(dev: Any, stream: Any, ins: Any, outs: Any, attrs: dict, x: int, w: int, b: int, y: int) -> None:
-    """Y[n] (M, P) = W (M, K) @ col[n] (K, P) + bias, ReLU: im2col into bounded scratch, one strided batch of
+def im2col_conv(dev: Any, stream: Any, ins: Any, outs: Any, attrs: dict, x: int, w: int, b: int, y: int,
+                z: int = 0) -> None:
+    """Y[n] (M, P) = W (M, K) @ col[n] (K, P) + bias + Z, ReLU: im2col into bounded scratch, one strided batch of
     GEMMs per scratch-full of images (none for 1x1 stride-1 layers); arguments are device addresses."""
     index = dev.index
     xt, wt, yt = ins[0], ins[1], outs[0]
@@ -91,15 +94,18 @@ def im2col_conv(dev: Any, stream: Any, ins: Any, outs: Any, attrs: dict, x: int,
                 blas.gemm(stream.ptr, xt.dtype, False, False, M, P, K, 1.0, w, K, 0, col.data.ptr, P, K * P, 0.0,
                           y + n0 * M * P * size, P, M * P, nb)
         relu = attrs.get("activation") == "relu"
-        if len(ins) == 3 or relu:
-            bias = _at(b, ins[2].shape, xt.dtype, index) if len(ins) == 3 else _at(y, (1,), xt.dtype, index)
-            _epilogue()(bias, np.int32(P), np.int32(M), np.int32(len(ins) == 3), np.int32(relu),
-                        _at(y, yt.shape, yt.dtype, index))
+        if len(ins) >= 3 or relu:
+            one = _at(y, (1,), xt.dtype, index)  # stands in for an absent operand (never read)
+            bias = _at(b, ins[2].shape, xt.dtype, index) if len(ins) >= 3 else one
+            summand = _at(z, yt.shape, xt.dtype, index) if len(ins) == 4 else one
+            _epilogue()(bias, summand, np.int32(P), np.int32(M), np.int32(len(ins) >= 3), np.int32(len(ins) == 4),
+                        np.int32(relu), _at(y, yt.shape, yt.dtype, index))
 
 
-def _addresses(in_bufs: Any, out_bufs: Any) -> tuple[int, int, int, int]:
-    return (_address(in_bufs[0]), _address(in_bufs[1]), _address(in_bufs[2]) if len(in_bufs) == 3 else 0,
-            _address(out_bufs[0]))
+def _addresses(in_bufs: Any, out_bufs: Any) -> tuple[int, int, int, int, int]:
+    """x, w, bias, y, z (0 for an absent operand)."""
+    return (_address(in_bufs[0]), _address(in_bufs[1]), _address(in_bufs[2]) if len(in_bufs) >= 3 else 0,
+            _address(out_bufs[0]), _address(in_bufs[3]) if len(in_bufs) == 4 else 0)
 
 
 class Im2colConv(_Vendor):
@@ -133,8 +139,8 @@ class DnnConv(Im2colConv):
             return self.dev._dnn().layer(
                 xt.dtype, xt.shape[:2] + lift + xt.shape[2:], wt.shape[:2] + lift + wt.shape[2:],
                 yt.shape[:2] + lift + yt.shape[2:], ((0,) + pads[:1]) if nd == 1 else pads[:nd],
-                lift + tuple(attrs["strides"]), lift + tuple(attrs["dilations"]), attrs["group"], len(ins) == 3,
-                attrs.get("activation") == "relu")
+                lift + tuple(attrs["strides"]), lift + tuple(attrs["dilations"]), attrs["group"], len(ins) >= 3,
+                attrs.get("activation") == "relu", len(ins) == 4)
         except cuda_dnn.DnnError as exc:
             self.dev._dnn().refuse(str(exc))
             return None
@@ -168,7 +174,8 @@ class DnnConv(Im2colConv):
                 rng = cupy.random.default_rng(0)
                 arrays = [rng.standard_normal(t.shape, dtype=np.float32).astype(t.dtype) for t in ins]
                 y = cupy.empty(outs[0].shape, outs[0].dtype)
-                x, w, b = arrays[0].data.ptr, arrays[1].data.ptr, arrays[2].data.ptr if len(ins) == 3 else 0
+                x, w = arrays[0].data.ptr, arrays[1].data.ptr
+                b, z = (arrays[k].data.ptr if len(ins) > k else 0 for k in (2, 3))
                 try:
                     scratch = cupy.empty(cuda_dnn.WORKSPACE_LIMIT, np.uint8)
                 except cupy.cuda.memory.OutOfMemoryError:
@@ -177,22 +184,22 @@ class DnnConv(Im2colConv):
                     if scratch is not None:
                         dnn.find(layer, stream.ptr, x, w, y.data.ptr, scratch.data.ptr, scratch.nbytes)
                         del scratch
-                    times["dnn"] = _time(stream, lambda: self._dnn_forward(stream, layer, x, w, b, y.data.ptr))
+                    times["dnn"] = _time(stream, lambda: self._dnn_forward(stream, layer, x, w, b, y.data.ptr, z))
                 except cuda_dnn.DnnError as exc:
                     dnn.refuse(str(exc))
                 if col:
                     times["im2col"] = _time(stream, lambda: im2col_conv(dev, stream, ins, outs, attrs, x, w, b,
-                                                                        y.data.ptr))
+                                                                        y.data.ptr, z))
             stream.synchronize()
         if not times:
             return ("kernels", None, times)
         best = min(times, key=times.__getitem__)
         return (best, layer if best == "dnn" else None, times)
 
-    def _dnn_forward(self, stream: Any, layer: Any, x: int, w: int, b: int, y: int) -> None:
+    def _dnn_forward(self, stream: Any, layer: Any, x: int, w: int, b: int, y: int, z: int) -> None:
         with stream:  # scratch from the pool in use, ordered on this stream
             scratch = cupy.empty(layer.workspace, np.uint8) if layer.workspace else None
-            self.dev._dnn().forward(layer, stream.ptr, x, w, b, y, scratch.data.ptr if scratch is not None else 0)
+            self.dev._dnn().forward(layer, stream.ptr, x, w, b, y, scratch.data.ptr if scratch is not None else 0, z)
 
     def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
         """Float convolutions cuDNN describes or im2col takes (tuned on first sight)."""
@@ -200,16 +207,16 @@ class DnnConv(Im2colConv):
 
     def enqueue(self, stream: Any, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> None:
         how, layer = self.route(ins, outs, attrs, tune=False)
-        x, w, b, y = _addresses(in_bufs, out_bufs)
+        x, w, b, y, z = _addresses(in_bufs, out_bufs)
         if how == "dnn":
             try:
-                self._dnn_forward(stream, layer, x, w, b, y)
+                self._dnn_forward(stream, layer, x, w, b, y, z)
                 return
             except cuda_dnn.DnnError as exc:
                 if not super().accepts(ins, outs, attrs):  # (cuDNN checks its arguments before any work)
                     raise
                 self.dev._dnn().refuse(str(exc))
-        im2col_conv(self.dev, stream, ins, outs, attrs, x, w, b, y)
+        im2col_conv(self.dev, stream, ins, outs, attrs, x, w, b, y, z)
 
 
 def _time(stream: Any, fn: Any) -> float:

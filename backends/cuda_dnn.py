@@ -116,7 +116,7 @@ class _Layer:
     """Descriptors and the chosen algorithm of one convolution geometry."""
 
     def __init__(self, dnn: "Dnn", key: tuple) -> None:
-        dtype, x, w, y, pads, strides, dilations, group, bias, relu = key
+        dtype, x, w, y, pads, strides, dilations, group, bias, relu, summand = key
         self.dnn = dnn
         self.lib = lib = dnn.lib
         self.descs: list[tuple[str, Any]] = []
@@ -140,7 +140,8 @@ class _Layer:
             self.act = self._made("Activation")
             dnn.check(lib.cudnnSetActivationDescriptor(self.act, _RELU, _PROPAGATE_NAN, 0.0),
                       "cudnnSetActivationDescriptor")
-        # bias + ReLU in the convolution's epilogue (float32); otherwise bias and ReLU follow as cuDNN calls
+        self.summand = summand
+        # bias (+ Z) + ReLU in the convolution's epilogue (float32); otherwise Z, bias and ReLU follow as cuDNN calls
         self.fused = bool(relu and bias and dtype == np.float32)
         self.algo, self.workspace = self._choose()
         one, zero = (np.float64 if dtype == np.float64 else np.float32)(1), 0
@@ -207,10 +208,12 @@ class Dnn:
             raise DnnError(f"{what} failed: {text.decode() if text else ''} (cuDNN status {status})")
 
     def layer(self, dtype: np.dtype, x: Sequence[int], w: Sequence[int], y: Sequence[int], pads: Sequence[int],
-              strides: Sequence[int], dilations: Sequence[int], group: int, bias: bool, relu: bool) -> _Layer:
-        """The descriptors and algorithm of one geometry (made once). Shapes are NCHW-style, 2-D or 3-D spatial."""
+              strides: Sequence[int], dilations: Sequence[int], group: int, bias: bool, relu: bool,
+              summand: bool = False) -> _Layer:
+        """The descriptors and algorithm of one geometry (made once). Shapes are NCHW-style, 2-D or 3-D spatial;
+        ``summand``: a tensor of the output's shape is added before the activation."""
         key = (np.dtype(dtype), tuple(x), tuple(w), tuple(y), tuple(pads), tuple(strides), tuple(dilations), group,
-               bias, relu)
+               bias, relu, summand)
         with self.lock:
             layer = self.layers.get(key)
             if layer is None:
@@ -233,15 +236,18 @@ class Dnn:
                 return float(perf[k].time)
         return float("inf")
 
-    def forward(self, layer: _Layer, stream: int, x: int, w: int, bias: int, y: int, workspace: int) -> None:
-        """y = [relu](conv(x, w) [+ bias]) on ``stream`` (device addresses; ``workspace`` of layer.workspace bytes)."""
+    def forward(self, layer: _Layer, stream: int, x: int, w: int, bias: int, y: int, workspace: int,
+                z: int = 0) -> None:
+        """y = [relu](conv(x, w) [+ bias] [+ z]) on ``stream`` (device addresses; ``workspace`` of layer.workspace
+        bytes; ``z`` read where the layer has a summand)."""
         lib, one, zero = self.lib, layer.scalars.ctypes.data, layer.scalars.ctypes.data + layer.scalars.itemsize
         ws = ctypes.c_size_t(layer.workspace)
         with self.lock:
             self.check(lib.cudnnSetStream(self.handle, ctypes.c_void_p(stream)), "cudnnSetStream")
             if layer.fused:
                 status = lib.cudnnConvolutionBiasActivationForward(
-                    self.handle, one, layer.x, x, layer.w, w, layer.conv, layer.algo, workspace, ws, zero, layer.y, y,
+                    self.handle, one, layer.x, x, layer.w, w, layer.conv, layer.algo, workspace, ws,
+                    one if layer.summand else zero, layer.y, z if layer.summand else y,
                     layer.bias, bias, layer.act, layer.y, y)
                 if status == 0:
                     return
@@ -251,6 +257,8 @@ class Dnn:
                                                    workspace, ws, zero, layer.y, y), "cudnnConvolutionForward")
             if layer.bias is not None:
                 self.check(lib.cudnnAddTensor(self.handle, one, layer.bias, bias, one, layer.y, y), "cudnnAddTensor")
+            if layer.summand:
+                self.check(lib.cudnnAddTensor(self.handle, one, layer.y, z, one, layer.y, y), "cudnnAddTensor")
             if layer.act is not None:
                 self.check(lib.cudnnActivationForward(self.handle, layer.act, one, layer.y, y, zero, layer.y, y),
                            "cudnnActivationForward")

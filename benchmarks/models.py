@@ -96,7 +96,7 @@ def _torch_runner(graph: Any, feeds: dict[str, np.ndarray], device: str):
 
     table = {
         "conv": lambda i, a: (F.relu if a.get("activation") == "relu" else (lambda y: y))(
-            conv(i[0], i[1], i[2] if len(i) > 2 else None, a)),
+            conv(i[0], i[1], i[2] if len(i) > 2 else None, a) + (i[3] if len(i) > 3 else 0)),
         "relu": lambda i, a: F.relu(i[0]),
         "max_pool": lambda i, a: pool(i[0], a, "max"),
         "average_pool": lambda i, a: pool(i[0], a, "avg"),

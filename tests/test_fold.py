@@ -110,3 +110,46 @@ def test_onnx_load_fuses_conv_relu(rng):
     literal = [n.op for n in load(bundled(), fold=False).needed()]
     assert literal.count("relu") > 0 and ("conv", "relu") in ops
     assert sum(op == "relu" for op, _ in ops) < literal.count("relu")
+
+
+def _block(rng, shortcut_conv: bool, bias: bool = True):
+    """A residual block: relu(conv(relu(conv(x))) + shortcut), the shortcut a 1x1 conv or x itself."""
+    g = dl.Graph()
+    x = g.input("x", (2, 3, 6, 5))
+
+    def conv(v, cin, cout, k, with_bias=True):
+        w = g.constant((rng.standard_normal((cout, cin, k, k)) * 0.3).astype(np.float32))
+        b = [g.constant(rng.standard_normal(cout).astype(np.float32))] if with_bias else []
+        return g.conv(v, w, *b, pads=[k // 2] * 4)
+
+    h = g.relu(conv(x, 3, 3, 3))
+    main = conv(h, 3, 4 if shortcut_conv else 3, 3, bias)
+    short = conv(x, 3, 4, 1) if shortcut_conv else x
+    g.output("y", g.relu(g.add(main, short)))
+    return g
+
+
+def test_a_residual_add_and_relu_move_into_the_conv(rng):
+    for shortcut_conv in (False, True):
+        for bias in (False, True):
+            g = _block(rng, shortcut_conv, bias)
+            fused = fuse_activations(g)
+            shapes = [(n.op, len(n.inputs), n.attrs.get("activation")) for n in fused.order()]
+            assert [op for op, _, _ in shapes] == ["conv"] * (3 if shortcut_conv else 2)
+            assert ("conv", 4, "relu") in shapes and not any(n.op in ("add", "relu") for n in fused.order())
+            _same_outputs(g, fused, rng, {})
+
+
+def test_an_add_that_broadcasts_or_has_other_readers_stays(rng):
+    g = dl.Graph()
+    x = g.input("x", (2, 3, 6, 5))
+    y = g.conv(x, g.constant(rng.standard_normal((3, 3, 3, 3)).astype(np.float32)), pads=[1, 1, 1, 1])
+    g.output("a", g.add(y, g.constant(np.ones((1, 3, 1, 1), np.float32))))  # broadcasts: not a summand
+    y2 = g.conv(x, g.constant(rng.standard_normal((3, 3, 1, 1)).astype(np.float32)))
+    s = g.add(y2, x)
+    g.output("s", s)  # the sum is an output: Z fuses, nothing after it
+    g.output("r", g.relu(g.mul(s, s)))
+    fused = fuse_activations(g)
+    ops = [(n.op, len(n.inputs)) for n in fused.order()]
+    assert ("add", 2) in ops and ("conv", 4) in ops and ("relu", 1) in ops
+    _same_outputs(g, fused, rng, {})

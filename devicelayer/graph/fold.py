@@ -6,8 +6,8 @@
 merged into it: conv weights and bias are rescaled, batch-normalization scale and
 bias adjusted.  Inference runtimes do the same (ONNX Runtime's conv/BN fusion); it
 removes a full pass over the tensor and a node per folded op on every device.
-``fuse_activations(graph)`` makes a ``relu`` that only reads a conv's output the
-conv's ``activation`` attribute.
+``fuse_activations(graph)`` moves a residual ``add`` and a ``relu`` that follow a
+conv into it (its summand input Z and its ``activation`` attribute).
 """
 
 from __future__ import annotations
@@ -70,12 +70,12 @@ def fold_affine(graph: Graph) -> Graph:
     nodes = graph.order()
     readers = consumers(nodes)
     outputs = {id(v) for v in graph.outputs.values()}
-    merged: dict[int, tuple[list[np.ndarray], dict, Node]] = {}  # absorber id -> (parameters, {}, last folded)
+    merged: dict[int, tuple[list[np.ndarray], dict, Node, list]] = {}  # absorber -> (parameters, {}, last, [])
     skip: set[int] = set()
     for node in nodes:
         if (id(node) in skip or node.op not in _ABSORBERS or node.attrs.get("activation") is not None
-                or any(v.constant is None or v.dtype.kind != "f" for v in node.inputs[1:])):
-            continue  # (an activation after the conv would not commute with the affine map)
+                or (node.op == "conv" and len(node.inputs) > 3) or any(v.constant is None or v.dtype.kind != "f" for v in node.inputs[1:])):
+            continue  # (an activation or a summand after the conv would not commute with the affine map)
         a = b = None
         last = node
         while True:  # compose the affine maps that follow, one reader at a time
@@ -88,49 +88,83 @@ def fold_affine(graph: Graph) -> Graph:
             last = after[0]
             skip.add(id(last))
         if last is not node:
-            merged[id(node)] = (_absorb(node, a, b), {}, last)
+            merged[id(node)] = (_absorb(node, a, b), {}, last, [])
     if not merged:
         return graph
     return _rebuild(graph, nodes, skip, merged)
 
 
 def fuse_activations(graph: Graph) -> Graph:
-    """An equivalent graph where a ``relu`` that is the only reader of a conv's output (not a graph output)
-    becomes the conv's ``activation``: one pass over the tensor less, and vendor libraries fuse it (cuDNN)."""
+    """An equivalent graph where what follows a conv, as the only reader of its output (not a graph output),
+    moves into it: an ``add`` of a tensor of the conv output's shape (a residual connection) becomes the conv's
+    summand input Z, and a ``relu`` after the conv (or after that add) its ``activation``.  Each is a pass over
+    the tensor less, and vendor libraries fuse them (cuDNN's conv + bias + Z + ReLU)."""
     nodes = graph.order()
     readers = consumers(nodes)
     outputs = {id(v) for v in graph.outputs.values()}
-    fused: dict[int, tuple[None, dict, Node]] = {}
+
+    def only_reader(v: Value) -> Node | None:
+        after = readers.get(id(v), [])
+        return after[0] if len(after) == 1 and id(v) not in outputs else None
+
+    changes: dict[int, tuple[list[np.ndarray] | None, dict, Node, list[Value]]] = {}
     skip: set[int] = set()
+    moves: dict[int, Node] = {}  # conv id -> the node it is emitted before (its summand is made before that)
     for node in nodes:
-        if node.op != "conv" or node.attrs.get("activation") is not None:
+        if node.op != "conv" or node.attrs.get("activation") is not None or len(node.inputs) > 3:
             continue
         y = node.outputs[0]
-        after = readers.get(id(y), [])
-        if (len(after) == 1 and after[0].op == "relu" and id(y) not in outputs and after[0].inputs[0] is y
-                and after[0].outputs[0].dtype == y.dtype):
-            fused[id(node)] = (None, {"activation": "relu"}, after[0])
-            skip.add(id(after[0]))
-    return _rebuild(graph, nodes, skip, fused) if fused else graph
+        last, extra, summand, params = node, {}, [], None
+        nxt = only_reader(y)
+        if (nxt is not None and nxt.op == "add" and len(nxt.inputs) == 2 and id(nxt) not in skip
+                and nxt.outputs[0].shape == y.shape and nxt.outputs[0].dtype == y.dtype):
+            other = nxt.inputs[1] if nxt.inputs[0] is y else nxt.inputs[0]
+            if other is not y and other.shape == y.shape and other.dtype == y.dtype:
+                if len(node.inputs) == 2:  # Z comes after B: a zero bias where the conv has none
+                    params = [node.inputs[1].constant, np.zeros(y.shape[1], y.dtype)] \
+                        if node.inputs[1].constant is not None else None
+                    if params is None:
+                        nxt = None
+                if nxt is not None:
+                    last, summand = nxt, [other]
+                    moves[id(node)] = nxt
+                    nxt = only_reader(nxt.outputs[0])
+        if (nxt is not None and nxt.op == "relu" and nxt.inputs[0] is last.outputs[0]
+                and nxt.outputs[0].dtype == y.dtype):
+            last, extra = nxt, {"activation": "relu"}
+        if last is node:
+            moves.pop(id(node), None)
+            continue
+        changes[id(node)] = (params, extra, last, summand)
+        skip.update(id(n) for n in (last, *([moves[id(node)]] if id(node) in moves else [])) if n is not node)
+    if not changes:
+        return graph
+    order = [n for n in nodes if id(n) not in moves]
+    for conv_id, before in moves.items():  # a conv with a summand runs where the add ran
+        conv = next(n for n in nodes if id(n) == conv_id)
+        order.insert(order.index(before), conv)
+    return _rebuild(graph, order, skip, changes)
 
 
 def _rebuild(graph: Graph, nodes: list[Node], skip: set[int],
-             changes: dict[int, tuple[list[np.ndarray] | None, dict, Node]]) -> Graph:
+             changes: dict[int, tuple[list[np.ndarray] | None, dict, Node, list[Value]]]) -> Graph:
     """A copy of ``graph`` without the ``skip`` nodes; a changed node (id -> (new constant parameters or None,
-    extra attributes, last node it stands for)) takes the parameters and attributes and gives the outputs of
-    the last node it stands for."""
+    extra attributes, last node it stands for, extra inputs)) takes the parameters, attributes and inputs and
+    gives the outputs of the last node it stands for."""
     new = Graph(graph.name)
     vmap: dict[int, Value] = {id(v): new.input(v.name, v.shape, v.dtype) for v in graph.inputs}
     kept = [n for n in nodes if id(n) not in skip]
     used = [v for n in kept for v in (n.inputs[:1] if changes.get(id(n), (None,))[0] is not None else n.inputs)]
+    used += [v for n in kept for v in changes.get(id(n), (None, None, None, []))[3]]
     for v in used + list(graph.outputs.values()):
         if v.constant is not None and id(v) not in vmap:  # constants first, under their names
             vmap[id(v)] = new.constant(v.constant, name=v.name)
     for node in kept:
         inputs = [vmap.get(id(v)) for v in node.inputs]
-        params, extra, last = changes.get(id(node), (None, {}, node))
+        params, extra, last, more = changes.get(id(node), (None, {}, node, []))
         if params is not None:
             inputs[1:] = [new.constant(p) for p in params]
+        inputs += [vmap[id(v)] for v in more]
         outs = new.apply(node.op, inputs, name=node.name, **{**node.attrs, **extra})
         for old, out in zip(last.outputs, outs):
             vmap[id(old)] = out

@@ -200,7 +200,7 @@ def _wide(x: np.ndarray) -> np.ndarray:
 def _perturb(x: np.ndarray, noise: float, rng: np.random.Generator) -> np.ndarray:
     if x.dtype.kind != "f" or not x.size:
         return x
-    u = noise * rng.uniform(-1, 1, x.shape)
+    u = noise * rng.choice([-1.0, 1.0], x.shape)  # full size, random sign: every element's own term shows
     y = x + u * (np.abs(x) + 0.01 * np.max(np.abs(x)))
     return np.where(np.sign(y) == np.sign(x), y, x * (1 + u))  # no sign flips (sqrt, log stay defined)
 
@@ -596,11 +596,14 @@ def _conv(g: _Gen, x: int) -> int | None:
     types = [v.type, w] + ([TensorType.of((m,), "float32")] if g.int(0, 1) else [])
     if not g.valid(op, types, attrs):
         return None
+    if op == "conv" and len(types) == 3 and g.int(0, 2) == 0:  # a summand Z (a fused residual add)
+        types.append(OPS[op].prepare(types, attrs)[1][0])
     args = [x] + [g.source(t.shape, "float32", -0.5 if j == 0 else -1.0, 0.5 if j == 0 else 1.0)
                   for j, t in enumerate(types[1:])]
     terms = (c if op == "conv_transpose" else c // group) * math.prod(k)
     p = _product_range(_with_zero(v), (-0.5, 0.5))
-    bias = 1.0 if len(args) == 3 else 0.0
+    bias = 1.0 if len(args) >= 3 else 0.0
+    bias += 1.0 if len(args) == 4 else 0.0  # Z is drawn in [-1, 1] as the other parameters
     floor = 0.0 if "activation" in attrs else -math.inf
     return g.node(op, args, attrs, lambda checked, outs: (max(floor, terms * p[0] - bias),
                                                           max(floor, terms * p[1] + bias)))

@@ -59,7 +59,27 @@ CONV_T = [
     ((1, 64, 16, 16), (64, 32, 4, 4), True, {"strides": [2, 2], "pads": [1, 1, 1, 1]}),  # large
 ]
 
+# (X shape, W shape, attrs): a summand Z of the output's shape after the bias (a fused residual add)
+CONV_Z = [
+    ((2, 8, 9, 11), (16, 8, 3, 3), {"pads": [1, 1, 1, 1], "activation": "relu"}),
+    ((2, 32, 9, 11), (48, 32, 1, 1), {"activation": "relu"}),  # 1x1 through the GEMM kernel
+    ((2, 16, 12, 7), (40, 16, 2, 3), {"strides": [2, 3], "pads": [0, 1, 1, 0]}),  # no activation, asymmetric
+    ((2, 6, 13, 10), (6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1], "activation": "relu"}),  # depthwise
+    ((2, 3, 17), (4, 3, 3), {"pads": [1, 1], "activation": "relu"}),  # 1-D
+    ((1, 3, 4, 5, 6), (4, 3, 2, 3, 2), {"pads": [1, 1, 1, 1, 1, 1], "activation": "relu"}),  # 3-D
+]
+
+
+def _out_shape(x, w, attrs):
+    nd = len(x) - 2
+    p, s = attrs.get("pads", [0] * 2 * nd), attrs.get("strides", [1] * nd)
+    return (x[0], w[0]) + tuple((x[2 + i] + p[i] + p[nd + i] - w[2 + i]) // s[i] + 1 for i in range(nd))
+
+
 CASES = []
+for x, w, attrs in CONV_Z:
+    CASES.append(Case("conv", inputs(rand(*x), rand(*w), rand(w[0]), rand(*_out_shape(x, w, attrs))), attrs,
+                      id=f"{x}*{w}+b+z-{attrs}"))
 for x, w, bias, attrs in CONV:
     makers = [rand(*x), rand(*w)] + ([rand(w[0])] if bias else [])
     CASES.append(Case("conv", inputs(*makers), attrs, id=f"{x}*{w}{'+b' if bias else ''}-{attrs}"))
@@ -74,6 +94,9 @@ CASES += [
     Case("conv", inputs(rand(1, 16, 9, 9, dtype="float16"), rand(32, 16, 3, 3, dtype="float16"),
                         rand(32, dtype="float16")), {"pads": [1, 1, 1, 1], "activation": "relu"}, id="f16-relu",
          dtype="float16"),
+    Case("conv", inputs(rand(1, 16, 9, 9, dtype="float16"), rand(32, 16, 3, 3, dtype="float16"),
+                        rand(32, dtype="float16"), rand(1, 32, 9, 9, dtype="float16")),
+         {"pads": [1, 1, 1, 1], "activation": "relu"}, id="f16-z-relu", dtype="float16"),
     Case("conv_transpose", inputs(rand(1, 4, 5, 5, dtype="float16"), rand(4, 3, 3, 3, dtype="float16")),
          {"strides": [2, 2]}, id="f16", dtype="float16"),
 ]

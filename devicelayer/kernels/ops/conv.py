@@ -92,7 +92,7 @@ class _ConvBase(Op):
         if auto_pad != "NOTSET" and any(out["pads"]):
             raise self.error(f"'pads' {list(out['pads'])} cannot be used with auto_pad={auto_pad}")
         out["auto_pad"] = auto_pad
-        if len(inputs) == 3:
+        if len(inputs) >= 3:
             m = w.shape[1] * out["group"] if self.transposed else w.shape[0]
             if inputs[2].shape != (m,):
                 raise self.error(f"B must have shape ({m},) (one bias per output channel), got {inputs[2].shape}")
@@ -110,11 +110,16 @@ class _ConvBase(Op):
     # -- device plan ---------------------------------------------------------------------------------
     def plan(self, inputs, outputs, attrs, info):
         plan = self._conv_plan(inputs, outputs, attrs, info)
-        if attrs.get("activation") == "relu":  # in place over the output, after the convolution
-            op = get("relu")
-            relu = op.plan([outputs[0]], [outputs[0]], op.prepare([outputs[0]], {})[0], info)
-            for step in relu.steps:
-                plan.steps.append(replace(step, args=tuple(("out", 0) if a == ("in", 0) else a for a in step.args)))
+        y = outputs[0]
+        if len(inputs) == 4:  # Y += Z in place, after the convolution and its bias
+            add = get("add")
+            steps = add.plan([y, inputs[3]], [y], add.prepare([y, inputs[3]], {})[0], info).steps
+            plan.steps += [replace(s, args=tuple({("in", 0): ("out", 0), ("in", 1): ("in", 3)}.get(a, a)
+                                                 if isinstance(a, tuple) else a for a in s.args)) for s in steps]
+        if attrs.get("activation") == "relu":  # in place over the output, last
+            relu = get("relu")
+            steps = relu.plan([y], [y], relu.prepare([y], {})[0], info).steps
+            plan.steps += [replace(s, args=tuple(("out", 0) if a == ("in", 0) else a for a in s.args)) for s in steps]
         return plan
 
     def _conv_plan(self, inputs, outputs, attrs, info) -> Plan:
@@ -131,7 +136,7 @@ class _ConvBase(Op):
         s3, d3 = pad3 + attrs["strides"], pad3 + attrs["dilations"]
         p3 = (0,) * (3 - nd) + attrs["pads"][:nd]
         elem = dialect_type(inputs[0].dtype)
-        has_bias = len(inputs) == 3
+        has_bias = len(inputs) >= 3
         P = math.prod(out3)
         if (not self.transposed and all(k == 1 for k in k3) and all(s == 1 for s in s3) and not any(attrs["pads"])
                 and (G == 1 or not has_bias)):
@@ -180,16 +185,18 @@ def _compute_dtype(x: np.ndarray) -> np.dtype:
 
 @register
 class Conv(_ConvBase):
-    """conv(X, W[, B]): ONNX Conv over 1 to 3 spatial dimensions.
+    """conv(X, W[, B[, Z]]): ONNX Conv over 1 to 3 spatial dimensions.
 
-    X (N, C, D...), W (M, C/group, k...), B (M,); attributes strides, pads
+    X (N, C, D...), W (M, C/group, k...), B (M,); Z, of the output's shape, is
+    added after the bias (a fused residual Add); attributes strides, pads
     ([begin..., end...]), dilations, group, auto_pad (NOTSET, VALID, SAME_UPPER,
     SAME_LOWER), kernel_shape (must match W) and activation ("relu": applied
-    to the output, after the bias, as a fused Relu).
+    last, as a fused Relu).
     """
 
     name = "conv"
     attr_names = _ConvBase.attr_names | {"activation"}
+    max_inputs = 4
 
     def check(self, inputs, attrs):
         out = self._common(inputs, attrs)
@@ -227,6 +234,13 @@ class Conv(_ConvBase):
                                  f"({x[2 + i] + pads[i] + pads[nd + i]}) along spatial axis {i}")
         return out
 
+    def infer(self, inputs, attrs):
+        types = self._types(inputs, attrs)
+        if len(inputs) == 4 and (inputs[3].shape != types[0].shape or inputs[3].dtype != types[0].dtype):
+            raise self.error(f"Z (the summand) must have the output's shape {types[0].shape} and dtype "
+                             f"{types[0].dtype}, got {inputs[3].shape} {inputs[3].dtype}")
+        return types
+
     def out_shape(self, inputs, attrs):
         x, w = inputs[0].shape, inputs[1].shape
         nd = len(x) - 2
@@ -242,7 +256,7 @@ class Conv(_ConvBase):
         G = attrs["group"]
         s, d, k, p = attrs["strides"], attrs["dilations"], attrs["kernel_shape"], attrs["pads"]
         out = self.out_shape([TensorType.of(a.shape, a.dtype) for a in inputs], attrs)
-        N, C, M = x.shape[0], x.shape[1], w.shape[0]
+        C, M = x.shape[1], w.shape[0]
         xp = np.ascontiguousarray(padded(x, p[:nd], p[nd:]))  # ``runs`` needs a C-ordered image
         with np.errstate(all="ignore"):
             if not x.size or not w.size:  # nothing to multiply: sums over no terms (or no output)
@@ -253,8 +267,10 @@ class Conv(_ConvBase):
                 y = _conv_depthwise(xp, w, s, d, out)
             else:
                 y = _conv_im2col(windows(xp, k, s, d, out[2:]), w, G, out)
-            if len(inputs) == 3:
+            if len(inputs) >= 3:
                 y += inputs[2].astype(ct, copy=False).reshape((1, M) + (1,) * nd)
+            if len(inputs) == 4:
+                y += inputs[3].astype(ct, copy=False)
             if attrs.get("activation") == "relu":
                 np.maximum(y, 0, out=y)
         return [y.astype(dtype, copy=False)]
@@ -315,7 +331,7 @@ def _conv_depthwise(xp: np.ndarray, w: np.ndarray, s: Sequence[int], d: Sequence
                     out: Sequence[int]) -> np.ndarray:
     """A depthwise conv (one input and one output channel per group): a multiply-add per kernel position,
     over contiguous runs of the image when the stride is 1."""
-    C, nd, k = xp.shape[1], len(out) - 2, w.shape[2:]
+    C, k = xp.shape[1], w.shape[2:]
     flat = all(v == 1 for v in s)
     if flat:
         win, full = runs(xp, k, d, out)
@@ -343,7 +359,7 @@ def _conv_into(inputs: Sequence[np.ndarray], y: np.ndarray, attrs: dict[str, Any
     x, w = inputs[0], inputs[1]
     nd, G = x.ndim - 2, attrs["group"]
     s, d, k, p = attrs["strides"], attrs["dilations"], attrs["kernel_shape"], attrs["pads"]
-    N, C, M = x.shape[0], x.shape[1], w.shape[0]
+    N, M = x.shape[0], w.shape[0]
     out = y.shape
     S = math.prod(out[2:])
     xp = np.ascontiguousarray(padded(x, p[:nd], p[nd:]))
@@ -362,14 +378,15 @@ def _conv_into(inputs: Sequence[np.ndarray], y: np.ndarray, attrs: dict[str, Any
                     _products(wm, win[n], y[n].reshape(M, S), nd)
         else:
             _grouped_into(xp, w, G, s, d, y)
-        _bias_activation(y, inputs[2] if len(inputs) == 3 else None, attrs.get("activation"))
+        _bias_activation(y, inputs[2] if len(inputs) >= 3 else None, attrs.get("activation"),
+                         inputs[3] if len(inputs) == 4 else None)
 
 
 def _grouped_into(xp: np.ndarray, w: np.ndarray, G: int, s: Sequence[int], d: Sequence[int], y: np.ndarray) -> None:
     """A grouped conv into ``y``: per image, Y[g] (Mg, S) = W[g] (Mg, Cg k) @ cols[g] as one batched product
     over a band of groups (stride 1: over contiguous runs, trimmed after), bands spread over the host threads."""
     N, C, M, k, out = xp.shape[0], xp.shape[1], w.shape[0], w.shape[2:], y.shape
-    nd, Cg, Mg = len(k), C // G, M // G
+    Cg, Mg = C // G, M // G
     K, S = Cg * math.prod(k), math.prod(out[2:])
     wm = w.reshape(G, Mg, K)
     flat = all(v == 1 for v in s)
@@ -393,9 +410,11 @@ def _grouped_into(xp: np.ndarray, w: np.ndarray, G: int, s: Sequence[int], d: Se
     parallel(piece, G, N * (xp[0].nbytes * math.prod(k) + y[0].nbytes))
 
 
-def _bias_activation(y: np.ndarray, bias: np.ndarray | None, activation: str | None) -> None:
-    """``y += bias`` per channel, then the activation, in place, spread over the host threads by channels."""
-    if bias is None and activation is None:
+def _bias_activation(y: np.ndarray, bias: np.ndarray | None, activation: str | None,
+                     z: np.ndarray | None = None) -> None:
+    """``y += bias`` per channel, ``y += z``, then the activation, in place, spread over the host threads by
+    channels."""
+    if bias is None and activation is None and z is None:
         return
     b = None if bias is None else bias.reshape((1, -1) + (1,) * (y.ndim - 2))
 
@@ -403,6 +422,8 @@ def _bias_activation(y: np.ndarray, bias: np.ndarray | None, activation: str | N
         part = y[:, c0:c1]
         if b is not None:
             part += b[:, c0:c1]
+        if z is not None:
+            part += z[:, c0:c1]
         if activation == "relu":
             relu_into(part, part)
     parallel(piece, y.shape[1], 2 * y.nbytes)
