@@ -54,7 +54,7 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -506,25 +506,24 @@ class CudaDevice(Device):
 
     def _blas(self) -> cuda_blas.Blas:
         """This device's cuBLAS handle (made on first use, with a workspace of its own)."""
-        if self._blas_handle is None:
-            with self._mark_lock, self.cu_device:
-                if self._blas_handle is None:
-                    lib = cuda_blas.library()
-                    if lib is None:
-                        raise LaunchError(f"{self.id}: the cuBLAS library was not found")
-                    self._blas_handle = cuda_blas.Blas(lib, self.pool.cupy_pool.malloc(cuda_blas.WORKSPACE))
-        return self._blas_handle
+        return self._blas_handle or self._library_handle(
+            "_blas_handle", "cuBLAS", cuda_blas.library(),
+            lambda lib: cuda_blas.Blas(lib, self.pool.cupy_pool.malloc(cuda_blas.WORKSPACE)))
 
     def _dnn(self) -> cuda_dnn.Dnn:
         """This device's cuDNN handle (made on first use)."""
-        if self._dnn_handle is None:
-            with self._mark_lock, self.cu_device:
-                if self._dnn_handle is None:
-                    lib = cuda_dnn.library()
-                    if lib is None:
-                        raise LaunchError(f"{self.id}: the cuDNN library was not found")
-                    self._dnn_handle = cuda_dnn.Dnn(lib)
-        return self._dnn_handle
+        return self._dnn_handle or self._library_handle("_dnn_handle", "cuDNN", cuda_dnn.library(), cuda_dnn.Dnn)
+
+    def _library_handle(self, attr: str, name: str, lib: Any, make: Callable[[Any], Any]) -> Any:
+        """A vendor library's handle for this device, made once (under the device's lock, the device current)."""
+        with self._mark_lock, self.cu_device:
+            handle = getattr(self, attr)
+            if handle is None:
+                if lib is None:
+                    raise LaunchError(f"{self.id}: the {name} library was not found")
+                handle = make(lib)
+                setattr(self, attr, handle)
+            return handle
 
     def vendor_op(self, name: str) -> Any:
         """cuBLAS for matmul and gemm; cuDNN for convolutions where it is installed, else im2col + cuBLAS for
