@@ -51,6 +51,7 @@ DLPack
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -685,9 +686,14 @@ def _axpby() -> Any:
 
 def _cupy_view(buffer: Buffer, t: Any, index: int) -> "cupy.ndarray":
     """A cupy.ndarray over the first t.size elements of a devicelayer buffer (no copy, no ownership)."""
-    nbytes = max(t.size * t.dtype.itemsize, t.dtype.itemsize)
-    mem = cupy.cuda.UnownedMemory(buffer.handle.ptr + buffer.offset, nbytes, buffer, index)
-    return cupy.ndarray(t.shape, t.dtype, cupy.cuda.MemoryPointer(mem, 0))
+    return _cupy_at(buffer.handle.ptr + buffer.offset, t.shape, t.dtype, index, buffer)
+
+
+def _cupy_at(address: int, shape: tuple, dtype: np.dtype, index: int, owner: Any = None) -> "cupy.ndarray":
+    """A cupy.ndarray over device memory at ``address`` (no copy; ``owner`` kept alive with it)."""
+    nbytes = max(math.prod(shape) * dtype.itemsize, dtype.itemsize)
+    mem = cupy.cuda.UnownedMemory(address, nbytes, owner, index)
+    return cupy.ndarray(shape, dtype, cupy.cuda.MemoryPointer(mem, 0))
 
 
 class _Vendor:

@@ -19,7 +19,7 @@ import cupy
 import numpy as np
 
 from . import cuda_blas, cuda_dnn
-from .cuda import _address, _Vendor
+from .cuda import _address, _cupy_at as _at, _Vendor
 
 _COL_BYTES = 256 << 20  # the most im2col scratch one convolution takes at once
 _TIMED = 5  # timed calls per contestant when tuning (after one warm-up call)
@@ -58,12 +58,6 @@ def _epilogue() -> Any:
             y = (relu && v <= (T)0) ? (T)0 : v;
             """, "devicelayer_conv_epilogue")
     return _kernels["epilogue"]
-
-
-def _at(address: int, shape: tuple, dtype: np.dtype, index: int) -> "cupy.ndarray":
-    """A cupy.ndarray over device memory at ``address`` (no copy, no ownership)."""
-    nbytes = max(math.prod(shape) * dtype.itemsize, dtype.itemsize)
-    return cupy.ndarray(shape, dtype, cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(address, nbytes, None, index), 0))
 
 
 def im2col_conv(dev: Any, stream: Any, ins: Any, outs: Any, attrs: dict, x: int, w: int, b: int, y: int,

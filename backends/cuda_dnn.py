@@ -120,7 +120,6 @@ class _Layer:
         self.dnn = dnn
         self.lib = lib = dnn.lib
         self.descs: list[tuple[str, Any]] = []
-        self.dtype = dtype
         t = _DATA[dtype]
         compute = _DATA[np.dtype(np.float64)] if dtype == np.float64 else _DATA[np.dtype(np.float32)]
         self.x = self._tensor(t, x)
@@ -144,8 +143,7 @@ class _Layer:
         # bias (+ Z) + ReLU in the convolution's epilogue (float32); otherwise Z, bias and ReLU follow as cuDNN calls
         self.fused = bool(relu and bias and dtype == np.float32)
         self.algo, self.workspace = self._choose()
-        one, zero = (np.float64 if dtype == np.float64 else np.float32)(1), 0
-        self.scalars = np.array([one, zero], np.float64 if dtype == np.float64 else np.float32)
+        self.scalars = np.array([1, 0], np.float64 if dtype == np.float64 else np.float32)  # alpha/beta: one, zero
 
     def _made(self, kind: str) -> Any:
         desc = ctypes.c_void_p()

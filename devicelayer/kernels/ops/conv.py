@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..dialect import KernelSpec, Param, dialect_type
-from ..op import Launch, Op, Plan, TensorType, get, groups_for, local_1d, parallel, register
+from ..op import Alias, Launch, Op, Plan, TensorType, get, groups_for, local_1d, parallel, register
 from . import matmul as _mm
 from .matmul import GROUP_SIZE, gemm_steps, kernel_source, tiled_defines, tiled_fits, tiled_shared
 from .elementwise import relu_into
@@ -112,14 +112,9 @@ class _ConvBase(Op):
         plan = self._conv_plan(inputs, outputs, attrs, info)
         y = outputs[0]
         if len(inputs) == 4:  # Y += Z in place, after the convolution and its bias
-            add = get("add")
-            steps = add.plan([y, inputs[3]], [y], add.prepare([y, inputs[3]], {})[0], info).steps
-            plan.steps += [replace(s, args=tuple({("in", 0): ("out", 0), ("in", 1): ("in", 3)}.get(a, a)
-                                                 if isinstance(a, tuple) else a for a in s.args)) for s in steps]
+            plan.steps += _in_place("add", [y, inputs[3]], y, {("in", 0): ("out", 0), ("in", 1): ("in", 3)}, info)
         if attrs.get("activation") == "relu":  # in place over the output, last
-            relu = get("relu")
-            steps = relu.plan([y], [y], relu.prepare([y], {})[0], info).steps
-            plan.steps += [replace(s, args=tuple(("out", 0) if a == ("in", 0) else a for a in s.args)) for s in steps]
+            plan.steps += _in_place("relu", [y], y, {("in", 0): ("out", 0)}, info)
         return plan
 
     def _conv_plan(self, inputs, outputs, attrs, info) -> Plan:
@@ -159,6 +154,15 @@ class _ConvBase(Op):
             return Plan([Launch(spec, tuple(args), (groups * GROUP_SIZE,), (GROUP_SIZE,))])
         local = local_1d(info)
         return Plan([Launch(spec, tuple(args), groups_for(NB * G * Mg * P, local, info), (local,))])
+
+
+def _in_place(name: str, inputs: Sequence[TensorType], y: TensorType, args: dict[tuple, tuple],
+              info: Any) -> list[Launch | Alias]:
+    """The steps of elementwise op ``name`` over ``inputs`` into ``y``, their tensor arguments renamed by ``args``
+    (so that the op reads and writes the conv's output)."""
+    op = get(name)
+    steps = op.plan(inputs, [y], op.prepare(inputs, {})[0], info).steps
+    return [replace(s, args=tuple(args.get(a, a) if isinstance(a, tuple) else a for a in s.args)) for s in steps]
 
 
 @functools.lru_cache(maxsize=256)
