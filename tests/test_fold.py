@@ -153,3 +153,39 @@ def test_an_add_that_broadcasts_or_has_other_readers_stays(rng):
     ops = [(n.op, len(n.inputs)) for n in fused.order()]
     assert ("add", 2) in ops and ("conv", 4) in ops and ("relu", 1) in ops
     _same_outputs(g, fused, rng, {})
+
+
+def _bn_params(g, rng, c):
+    return [g.constant(rng.uniform(0.5, 1.5, c).astype(np.float32)) for _ in range(4)]
+
+
+def test_a_relu_reading_only_a_batch_normalization_becomes_its_activation(rng):
+    g = dl.Graph()
+    x = g.input("x", (2, 3, 6, 5))
+    h = g.relu(g.batch_normalization(x, *_bn_params(g, rng, 3)))  # pre-activation, as DenseNet's
+    y = g.conv(h, g.constant(rng.standard_normal((4, 3, 1, 1)).astype(np.float32)))
+    g.output("y", y)
+    fused = fuse_activations(g)
+    assert [(n.op, n.attrs.get("activation")) for n in fused.order()] == [("batch_normalization", "relu"),
+                                                                          ("conv", None)]
+    _same_outputs(g, fused, rng, {})
+
+
+def test_a_batch_normalization_read_elsewhere_keeps_its_relu(rng):
+    g = dl.Graph()
+    x = g.input("x", (2, 3, 6, 5))
+    n1 = g.batch_normalization(x, *_bn_params(g, rng, 3))
+    g.output("a", g.add(g.relu(n1), n1))  # a second reader
+    n2 = g.batch_normalization(x, *_bn_params(g, rng, 3))
+    g.output("n2", n2)  # a graph output
+    g.output("r", g.relu(n2))
+    assert fuse_activations(g) is g
+
+
+def test_a_batch_normalization_with_a_relu_is_not_folded_into_the_conv_before_it(rng):
+    g = dl.Graph()
+    x = g.input("x", (2, 3, 6, 5))
+    y = g.conv(x, g.constant(rng.standard_normal((3, 3, 3, 3)).astype(np.float32)), pads=[1, 1, 1, 1])
+    g.output("y", g.batch_normalization(y, *_bn_params(g, rng, 3), activation="relu"))
+    assert fold_affine(g) is g
+    _same_outputs(g, fuse_activations(fold_affine(g)), rng, {})

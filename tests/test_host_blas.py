@@ -38,3 +38,4 @@ def test_forcing_the_avx512_kernels_is_reported_and_silences_the_hint():
     assert extras["blas_kernels"] == "SkylakeX" and "blas_hint" not in extras
     extras = _host_extras({"OPENBLAS_CORETYPE": "Haswell"})
     assert extras["blas_kernels"] == "Haswell" and "OPENBLAS_CORETYPE=SkylakeX" in extras["blas_hint"]
+    assert "OPENBLAS_CORETYPE=Haswell in the environment" in extras["blas_hint"]

@@ -1,4 +1,4 @@
-"""Folding per-channel affine maps into the conv or batch normalization before them, and ReLUs into convs.
+"""Folding per-channel affine maps into the conv or batch normalization before them, and ReLUs into both.
 
 ``fold_affine(graph)`` returns an equivalent graph where a ``batch_normalization``,
 ``mul`` or ``add`` with constant per-channel operands that follows a ``conv`` (or a
@@ -7,7 +7,8 @@ merged into it: conv weights and bias are rescaled, batch-normalization scale an
 bias adjusted.  Inference runtimes do the same (ONNX Runtime's conv/BN fusion); it
 removes a full pass over the tensor and a node per folded op on every device.
 ``fuse_activations(graph)`` moves a residual ``add`` and a ``relu`` that follow a
-conv into it (its summand input Z and its ``activation`` attribute).
+conv into it (its summand input Z and its ``activation`` attribute), and a ``relu``
+that follows a batch normalization into that (its ``activation``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def _affine(node: Node, x: Value) -> tuple[np.ndarray, np.ndarray] | None:
     if not x.shape or len(x.shape) < 2 or x.dtype.kind != "f" or node.outputs[0].dtype != x.dtype:
         return None
     rank, channels = len(x.shape), x.shape[1]
+    if node.attrs.get("activation") is not None:  # an affine map then a ReLU is no longer affine
+        return None
     if node.op == "batch_normalization" and node.inputs[0] is x:
         if any(v.constant is None or v.constant.shape != (channels,) for v in node.inputs[1:]):
             return None
@@ -97,8 +100,9 @@ def fold_affine(graph: Graph) -> Graph:
 def fuse_activations(graph: Graph) -> Graph:
     """An equivalent graph where what follows a conv, as the only reader of its output (not a graph output),
     moves into it: an ``add`` of a tensor of the conv output's shape (a residual connection) becomes the conv's
-    summand input Z, and a ``relu`` after the conv (or after that add) its ``activation``.  Each is a pass over
-    the tensor less, and vendor libraries fuse them (cuDNN's conv + bias + Z + ReLU)."""
+    summand input Z, and a ``relu`` after the conv (or after that add) its ``activation``.  A ``relu`` that alone
+    reads a batch normalization becomes the normalization's ``activation``.  Each is a pass over the tensor
+    and a node less, and vendor libraries fuse them (cuDNN's conv + bias + Z + ReLU)."""
     nodes = graph.order()
     readers = consumers(nodes)
     outputs = {id(v) for v in graph.outputs.values()}
@@ -111,6 +115,12 @@ def fuse_activations(graph: Graph) -> Graph:
     skip: set[int] = set()
     moves: dict[int, Node] = {}  # conv id -> the node it is emitted before (its summand is made before that)
     for node in nodes:
+        if node.op == "batch_normalization" and node.attrs.get("activation") is None and id(node) not in skip:
+            nxt = only_reader(node.outputs[0])
+            if nxt is not None and nxt.op == "relu" and nxt.outputs[0].dtype == node.outputs[0].dtype:
+                changes[id(node)] = (None, {"activation": "relu"}, nxt, [])
+                skip.add(id(nxt))
+            continue
         if node.op != "conv" or node.attrs.get("activation") is not None or len(node.inputs) > 3:
             continue
         y = node.outputs[0]

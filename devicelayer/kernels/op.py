@@ -131,6 +131,18 @@ def float_attr(op: Op, attrs: dict[str, Any], name: str, default: float) -> floa
     return float(value)
 
 
+def activation_attr(op: Op, attrs: dict[str, Any], after: str) -> str | None:
+    """The fused ``activation`` attribute of ``op``: "relu" (applied last, after ``after``) or None when absent;
+    InvalidArgument naming the op otherwise."""
+    activation = attrs.get("activation")
+    if isinstance(activation, bytes):
+        activation = activation.decode(errors="replace")
+    if activation not in (None, "relu"):
+        raise op.error(f"attribute 'activation' must be 'relu' (applied after {after}) or absent, "
+                       f"got {activation!r}")
+    return activation
+
+
 OPS: dict[str, Op] = {}
 
 
@@ -169,7 +181,7 @@ HostKernel = Callable[..., None]
 HOST_THREADS = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                    else os.cpu_count() or 1)
 #: bytes of work below which ``parallel`` stays on the calling thread (a hand-off costs ~10-20 us)
-PARALLEL_MIN_BYTES = 1 << 19
+PARALLEL_MIN_BYTES = 1 << 22
 _helpers: ThreadPoolExecutor | None = None
 _helpers_lock = threading.Lock()
 

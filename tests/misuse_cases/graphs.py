@@ -50,6 +50,10 @@ misuses("graph", _Built, [
      "attribute 'activation' must be 'relu'",
      lambda s, b: b.g.conv(b.g.reshape(b.x, shape=[1, 1, 4, 4]), b.g.constant(np.ones((2, 1, 3, 3), np.float32)),
                            activation="gelu")),
+    ("graph-batch-norm-unknown-activation", "batch_normalization with activation='sigmoid' (only a fused ReLU "
+     "exists)", InvalidArgument, "attribute 'activation' must be 'relu'",
+     lambda s, b: b.g.batch_normalization(b.x, *[b.g.constant(np.ones(4, np.float32)) for _ in range(4)],
+                                          activation="sigmoid")),
     ("graph-conv-summand-shape", "conv with a summand Z of another shape than its output", InvalidArgument,
      "Z (the summand) must have the output's shape",
      lambda s, b: b.g.conv(b.g.reshape(b.x, shape=[1, 1, 4, 4]), b.g.constant(np.ones((2, 1, 3, 3), np.float32)),

@@ -62,6 +62,9 @@ CASES += [
     Case(BN, _bn(2, 3, 70001), {}, id="bn-large"),
     Case(BN, _bn(0, 3, 4), {}, id="bn-empty"),
     Case(BN, _bn(2, 4, 9, dtype="float16"), {}, id="bn-f16", dtype="float16"),
+    Case(BN, _bn(2, 3, 5, 7), {"activation": "relu"}, id="bn-4d-relu"),
+    Case(BN, _bn(2, 3, 70001), {"activation": "relu"}, id="bn-large-relu"),
+    Case(BN, _bn(2, 4, 9, dtype="float16"), {"activation": "relu"}, id="bn-f16-relu", dtype="float16"),
 ]
 
 # lrn: odd and even sizes, size 1, size larger than the channels, attributes, rank 2 and 3, float16

@@ -19,7 +19,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..dialect import KernelSpec, Param, dialect_type
-from ..op import Alias, Launch, Op, Plan, TensorType, get, groups_for, local_1d, parallel, register
+from ..op import (Alias, Launch, Op, Plan, TensorType, activation_attr, get, groups_for, local_1d, parallel,
+                  register)
 from . import matmul as _mm
 from .matmul import GROUP_SIZE, gemm_steps, kernel_source, tiled_defines, tiled_fits, tiled_shared
 from .elementwise import relu_into
@@ -204,12 +205,7 @@ class Conv(_ConvBase):
 
     def check(self, inputs, attrs):
         out = self._common(inputs, attrs)
-        activation = attrs.get("activation")
-        if isinstance(activation, bytes):
-            activation = activation.decode()
-        if activation not in (None, "relu"):
-            raise self.error(f"attribute 'activation' must be 'relu' (applied after the bias) or absent, "
-                             f"got {activation!r}")
+        activation = activation_attr(self, attrs, "the bias")
         out.pop("activation", None)
         if activation:
             out["activation"] = activation

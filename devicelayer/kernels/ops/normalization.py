@@ -14,7 +14,8 @@ import numpy as np
 
 from ...info import DeviceInfo
 from ..dialect import KernelSpec, Param, dialect_type
-from ..op import Launch, Op, Plan, TensorType, groups_for, local_1d, parallel, register
+from ..op import Launch, Op, Plan, TensorType, activation_attr, groups_for, local_1d, parallel, register
+from .elementwise import relu_into
 from .binary import INT_MAX, MAX_RANK, broadcast_shape, broadcast_strides, check_dtype_same, collapse, unravel
 from .reduce import (GROUP_THRESHOLD, acc_type, add, bool_attr, float_attr, float_input, fmax, group_local,
                      group_reduce, int_attr, known_attrs, norm_axis)
@@ -248,7 +249,8 @@ class BatchNormalization(_WholeTensorOp):
     """batch_normalization(x, scale, bias, mean, var, epsilon=1e-5): inference form, channels on axis 1.
 
     y = (x - mean[c]) / sqrt(var[c] + epsilon) * scale[c] + bias[c]; the four parameters have shape (C,).
-    ``momentum`` is accepted and ignored; ``training_mode`` must be false.
+    ``momentum`` is accepted and ignored; ``training_mode`` must be false; ``activation`` "relu" applies a
+    ReLU last (a fused Relu).
     """
 
     name = "batch_normalization"
@@ -256,7 +258,7 @@ class BatchNormalization(_WholeTensorOp):
     max_inputs = 5
 
     def check(self, inputs, attrs):
-        known_attrs(self, attrs, ("epsilon", "momentum", "training_mode"))
+        known_attrs(self, attrs, ("epsilon", "momentum", "training_mode", "activation"))
         x = inputs[0]
         float_input(self, x)
         check_dtype_same(self, inputs, ("x", "scale", "bias", "mean", "var"))
@@ -272,7 +274,8 @@ class BatchNormalization(_WholeTensorOp):
         float_attr(self, attrs, "momentum", 0.9)
         if bool_attr(self, attrs, "training_mode", False):
             raise self.error("training_mode is not supported (inference only)")
-        return {"epsilon": eps}
+        activation = activation_attr(self, attrs, "the normalization")
+        return {"epsilon": eps, **({"activation": activation} if activation else {})}
 
     def infer(self, inputs, attrs):
         return [inputs[0]]
@@ -286,6 +289,8 @@ class BatchNormalization(_WholeTensorOp):
             a = scale / np.sqrt(var + ct(attrs["epsilon"]))
             y = x * a.reshape(shape)
             y += (bias - mean * a).reshape(shape)
+            if attrs.get("activation") == "relu":
+                np.maximum(y, 0, out=y)
         return [np.asarray(y, dtype=x.dtype)]
 
     def reference_into(self, inputs, outputs, attrs):
@@ -299,11 +304,14 @@ class BatchNormalization(_WholeTensorOp):
             a = scale / np.sqrt(var + ct(attrs["epsilon"]))
             b = (bias - mean * a).reshape(shape)
             a = a.reshape(shape)
+        relu = attrs.get("activation") == "relu"
 
         def piece(lo: int, hi: int) -> None:  # channels lo..hi of every image
             with np.errstate(all="ignore"):
                 np.multiply(x[:, lo:hi], a[:, lo:hi], out=y[:, lo:hi])
                 y[:, lo:hi] += b[:, lo:hi]
+                if relu:
+                    relu_into(y[:, lo:hi], y[:, lo:hi])
         parallel(piece, x.shape[1], 2 * x.nbytes)
         return None
 
@@ -314,8 +322,10 @@ class BatchNormalization(_WholeTensorOp):
         inner = int(np.prod(x.shape[2:], dtype=np.int64))
         body = ("    FOR_EACH(i, n) {\n        int c = (i / inner) % C;\n"
                 "        ACC v = (TO_ACC(x[i]) - TO_ACC(mean[c])) / dl_sqrt(TO_ACC(var[c]) + CAST(ACC, eps));\n"
-                "        y[i] = FROM_ACC(v * TO_ACC(scale[c]) + TO_ACC(bias[c]));\n    }")
-        spec = KernelSpec(f"batch_normalization_{elem}",
+                "        v = v * TO_ACC(scale[c]) + TO_ACC(bias[c]);\n"
+                + ("        v = dl_max(v, CAST(ACC, 0.0f));\n" if attrs.get("activation") == "relu" else "")
+                + "        y[i] = FROM_ACC(v);\n    }")
+        spec = KernelSpec(f"batch_normalization_{elem}" + ("_relu" if attrs.get("activation") == "relu" else ""),
                           (Param("x", "T", "in"), Param("scale", "T", "in"), Param("bias", "T", "in"),
                            Param("mean", "T", "in"), Param("var", "T", "in"), Param("y", "T", "out"),
                            Param("n", "int", "scalar"), Param("C", "int", "scalar"),

@@ -34,12 +34,40 @@ from .windows import padded, rows, runs, windows
 _AUTO_PAD = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
 
 
+def _flat(xp: np.ndarray, k: Sequence[int], d: Sequence[int], out: Sequence[int], combine: Any,
+          last_stride: int = 1) -> np.ndarray:
+    """A max or sum pool of ``xp`` (C-ordered, padded for every window), stride 1 but along the last axis
+    (``last_stride``), axis by axis, each pass one ufunc call over the flattened array (a window position is a
+    fixed offset into it); a view (*xp.shape[:2], *out) of the result.  The positions that no output reads
+    (between rows, between strided outputs) are computed and never read."""
+    item = xp.itemsize
+    pst = [st // item for st in xp.strides[2:]]
+    cur = xp.reshape(-1)
+    for kk, dd, ps in zip(k, d, pst):
+        if kk == 1:
+            continue
+        u = dd * ps
+        n = cur.size - (kk - 1) * u
+        nxt = np.empty(n, xp.dtype)
+        combine(cur[:n], cur[u:u + n], out=nxt)
+        for j in range(2, kk):
+            combine(nxt, cur[j * u:j * u + n], out=nxt)
+        cur = nxt
+    steps = [p * item for p in pst]
+    steps[-1] *= last_stride
+    return np.lib.stride_tricks.as_strided(cur, tuple(xp.shape[:2]) + tuple(out), tuple(xp.strides[:2]) + tuple(steps),
+                                           writeable=False)
+
+
 def _acc_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.float32) if dtype == np.float16 else dtype
 
 
 class _Pool(Op):
     """Shared checks of the windowed pools."""
+
+    #: average windows' counts per geometry (``_divisor``)
+    _divisor_cache: dict[tuple, np.ndarray] = {}
 
     kind = ""
     extra_attrs: tuple[str, ...] = ()
@@ -186,17 +214,27 @@ class _Pool(Op):
 
     def _separable(self, x: np.ndarray, attrs: dict[str, Any], y: np.ndarray) -> None:
         """The pool of ``x`` into ``y``, one spatial axis at a time (a max or sum over a box is one over each
-        of its sides in turn): kernel-1 passes per axis instead of one per window position."""
+        of its sides in turn): kernel-1 passes per axis instead of one per window position.  Stride 1 runs
+        each pass over the whole flattened image at once (``_flat``); strided pools reduce every axis but the
+        last by strided slices, then the last one flat, keeping every stride-th result."""
         k, s, d = attrs["kernel_shape"], attrs["strides"], attrs["dilations"]
         xp, begins, out = self._padded(x, attrs)
         combine = np.maximum if self.kind == "max" else np.add
-        cur = xp
-        nd = len(k)
-        for i in range(nd):
+        divisor = self._divisor(x, attrs, begins, out, y.dtype) if self.kind == "avg" else None
+        if all(st == 1 for st in s):
+            pooled = _flat(xp, k, d, out, combine)
+            if divisor is None:
+                np.copyto(y, pooled)
+            else:
+                with np.errstate(all="ignore"):
+                    np.divide(pooled, divisor, out=y)
+            return
+        cur = xp  # strided: every axis but the last by strided slices (whole rows at a time), the last flat
+        for i in range(len(k) - 1):
             o, st, dd = out[i], s[i], d[i]
             lead = (slice(None),) * (2 + i)
             taps = [cur[lead + (slice(j * dd, j * dd + (o - 1) * st + 1, st),)] for j in range(k[i])]
-            nxt = y if i == nd - 1 else np.empty(taps[0].shape, cur.dtype)
+            nxt = np.empty(taps[0].shape, cur.dtype)
             if len(taps) == 1:
                 np.copyto(nxt, taps[0])
             else:
@@ -204,12 +242,31 @@ class _Pool(Op):
                 for tap in taps[2:]:
                     combine(nxt, tap, out=nxt)
             cur = nxt
-        if self.kind == "avg":
-            div = self._divisors(x, attrs, begins, self.geometry(x.shape[2:], attrs)[1], out)
+        cur = np.ascontiguousarray(cur)
+        pooled = _flat(cur, (1,) * (len(k) - 1) + (k[-1],), (1,) * (len(k) - 1) + (d[-1],), cur.shape[2:-1] + (out[-1],),
+                       combine, s[-1])
+        if divisor is None:
+            np.copyto(y, pooled)
+        else:
             with np.errstate(all="ignore"):
-                y /= np.maximum(div, 1).astype(y.dtype)
-                if not div.all():
-                    y[np.broadcast_to(div == 0, y.shape)] = 0
+                np.divide(pooled, divisor, out=y)
+
+    def _divisor(self, x: np.ndarray, attrs: dict[str, Any], begins: Sequence[int], out: Sequence[int],
+                 dtype: np.dtype) -> np.ndarray:
+        """Each average window's count as ``dtype``, infinite where it is 0 (a sum over no element is 0, and so
+        is its average); kept per geometry."""
+        key = (x.shape[2:], tuple(attrs["kernel_shape"]), tuple(attrs["strides"]), tuple(attrs["dilations"]),
+               tuple(begins), tuple(out), attrs["count_include_pad"], attrs["auto_pad"], tuple(attrs["pads"]),
+               np.dtype(dtype).str)
+        found = self._divisor_cache.get(key)
+        if found is None:
+            div = self._divisors(x, attrs, begins, self.geometry(x.shape[2:], attrs)[1], out).astype(dtype)
+            div[div == 0] = np.inf
+            div.flags.writeable = False
+            if len(self._divisor_cache) >= 64:
+                self._divisor_cache.clear()
+            found = self._divisor_cache.setdefault(key, div)
+        return found
 
     def plan(self, inputs, outputs, attrs, info: DeviceInfo) -> Plan:
         x = inputs[0]
