@@ -101,7 +101,8 @@ def _torch_runner(graph: Any, feeds: dict[str, np.ndarray], device: str):
         "max_pool": lambda i, a: pool(i[0], a, "max"),
         "average_pool": lambda i, a: pool(i[0], a, "avg"),
         "global_average_pool": lambda i, a: i[0].mean(dim=tuple(range(2, i[0].dim())), keepdim=True),
-        "batch_normalization": lambda i, a: F.batch_norm(i[0], i[3], i[4], i[1], i[2], False, 0.0, a["epsilon"]),
+        "batch_normalization": lambda i, a: (F.relu if a.get("activation") == "relu" else (lambda y: y))(
+            F.batch_norm(i[0], i[3], i[4], i[1], i[2], False, 0.0, a["epsilon"])),
         "lrn": lambda i, a: F.local_response_norm(i[0], a["size"], a["alpha"], a["beta"], a["bias"]),
         "gemm": gemm,
         "matmul": lambda i, a: i[0] @ i[1],
@@ -143,6 +144,17 @@ def _torch_runner(graph: Any, feeds: dict[str, np.ndarray], device: str):
     return run
 
 
+def _max_rel_diff(ours: list[np.ndarray], theirs: list[np.ndarray]) -> float:
+    """The largest difference between two runs' outputs, relative to each output's largest magnitude: the
+    PyTorch peer must compute what the plan computes."""
+    worst = 0.0
+    for a, b in zip(ours, theirs, strict=True):
+        a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+        worst = max(worst, float(np.max(np.abs(a - b), initial=0.0)) / max(float(np.max(np.abs(b), initial=0.0)),
+                                                                           1e-30))
+    return worst
+
+
 def _unsqueeze(x, axes):
     for a in sorted(axes):
         x = x.unsqueeze(a)
@@ -175,7 +187,7 @@ def run(devices, quick: bool = False) -> list[dict]:
                     continue
                 row = {"model": name, "batch": batch, "device": dev.id, "devicelayer_ms": nan,
                        "onnxruntime_cpu_ms": ort_ms, "ratio_ort": nan, "devicelayer_vs_torch_ms": nan,
-                       "torch_ms": nan, "ratio_torch": nan,
+                       "torch_ms": nan, "ratio_torch": nan, "torch_max_rel_diff": nan,
                        "error": ""}
                 try:
                     plan = graph.compile([dev.id])
@@ -193,6 +205,8 @@ def run(devices, quick: bool = False) -> list[dict]:
                         # back to back, in alternation, no pause (an idle pause lets the GPU clock down): the
                         # plan's time against PyTorch is this pairing's, not the one against onnxruntime
                         plan = graph.compile([dev.id])
+                        row["torch_max_rel_diff"] = _max_rel_diff(list(plan(**feeds).values()),
+                                                                  [t.numpy() for t in torch_run()])
                         row["devicelayer_vs_torch_ms"], row["torch_ms"] = _paired_ms(
                             lambda: plan(**feeds), torch_run, repeat, pause=0.0)
                         plan.release()
