@@ -558,7 +558,9 @@ def _normalize(g: _Gen, x: int) -> int | None:
         args = [x, g.source((c,), "float32", -1.5, 1.5), g.source((c,), "float32", -1.0, 1.0),
                 g.source((c,), "float32", -1.0, 1.0), g.source((c,), "float32", 0.5, 2.0)]
         r = (max(-v.lo, v.hi) + 1.0) / math.sqrt(0.5) * 1.5 + 1.0
-        return g.node(op, args, {"epsilon": 1e-5}, lambda checked, outs: (-r, r))
+        relu = g.int(0, 2) == 0
+        return g.node(op, args, {"epsilon": 1e-5, **({"activation": "relu"} if relu else {})},
+                      lambda checked, outs: (0.0 if relu else -r, r))
     attrs = {"size": g.int(1, 5), "alpha": g.pick([1e-4, 0.5]), "beta": g.pick([0.75, 1.0]),
              "bias": g.pick([1.0, 2.0])}
     return g.node(op, [x], attrs, lambda checked, outs: _with_zero(v))
