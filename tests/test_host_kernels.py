@@ -129,3 +129,42 @@ def test_views_are_aliases_on_the_host(host):
     x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     (y,) = run("reshape", [tensor(x, host).reshape(x.shape)], shape=[6, 4])
     np.testing.assert_array_equal(y.numpy(), x.reshape(6, 4))
+
+
+def _pool_geometry(rnd: np.random.Generator) -> tuple[str, tuple[int, ...], dict]:
+    """A random pool: kind, input shape and attributes (1 to 3 spatial dims, strides, dilations, pads or
+    auto_pad, ceil_mode, count_include_pad)."""
+    kind = ("max_pool", "average_pool")[rnd.integers(2)]
+    nd = int(rnd.choice([1, 2, 2, 3]))
+    shape = (int(rnd.integers(1, 3)), int(rnd.integers(1, 5))) + tuple(int(rnd.integers(1, 10)) for _ in range(nd))
+    k = [int(rnd.integers(1, 5)) for _ in range(nd)]
+    attrs = {"kernel_shape": k, "strides": [int(rnd.integers(1, 4)) for _ in range(nd)],
+             "dilations": [int(rnd.integers(1, 3)) for _ in range(nd)], "ceil_mode": int(rnd.integers(2))}
+    auto = ("NOTSET", "NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")[rnd.integers(5)]
+    if auto == "NOTSET":
+        attrs["pads"] = [int(rnd.integers(k[i % nd])) for i in range(2 * nd)]
+    else:
+        attrs["auto_pad"] = auto
+    if kind == "average_pool":
+        attrs["count_include_pad"] = int(rnd.integers(2))
+    return kind, shape, attrs
+
+
+def test_pools_over_random_geometries(host, rng):
+    """The host's separable pools (flattened passes at stride 1, the last axis flat when strided) against the
+    float64 reference's window-by-window pool, every output written (the output starts as NaN)."""
+    rnd = np.random.default_rng(20261121)
+    checked = 0
+    for _ in range(400):
+        kind, shape, attrs = _pool_geometry(rnd)
+        x = rng.standard_normal(shape).astype(rnd.choice([np.float32, np.float64]))
+        try:
+            checked_attrs, types = OPS[kind].prepare([TensorType.of(x.shape, x.dtype)], attrs)
+        except dl.InvalidArgument:
+            continue  # a geometry the op refuses (a window wider than the padded input, ...)
+        want = OPS[kind].reference([x.astype(np.float64)], checked_attrs)[0]
+        got = np.full(types[0].shape, np.nan, x.dtype)
+        OPS[kind].reference_into([x], [got], checked_attrs)
+        _check([got], [want])
+        checked += 1
+    assert checked > 300
