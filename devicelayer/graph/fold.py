@@ -115,7 +115,7 @@ def fuse_activations(graph: Graph) -> Graph:
     skip: set[int] = set()
     moves: dict[int, Node] = {}  # conv id -> the node it is emitted before (its summand is made before that)
     for node in nodes:
-        if node.op == "batch_normalization" and node.attrs.get("activation") is None and id(node) not in skip:
+        if node.op == "batch_normalization" and node.attrs.get("activation") is None:
             nxt = only_reader(node.outputs[0])
             if nxt is not None and nxt.op == "relu" and nxt.outputs[0].dtype == node.outputs[0].dtype:
                 changes[id(node)] = (None, {"activation": "relu"}, nxt, [])

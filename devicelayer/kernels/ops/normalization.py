@@ -15,8 +15,8 @@ import numpy as np
 from ...info import DeviceInfo
 from ..dialect import KernelSpec, Param, dialect_type
 from ..op import Launch, Op, Plan, TensorType, activation_attr, groups_for, local_1d, parallel, register
-from .elementwise import relu_into
 from .binary import INT_MAX, MAX_RANK, broadcast_shape, broadcast_strides, check_dtype_same, collapse, unravel
+from .elementwise import relu_into
 from .reduce import (GROUP_THRESHOLD, acc_type, add, bool_attr, float_attr, float_input, fmax, group_local,
                      group_reduce, int_attr, known_attrs, norm_axis)
 

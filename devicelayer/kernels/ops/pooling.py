@@ -223,13 +223,20 @@ class _Pool(Op):
         divisor = self._divisor(x, attrs, begins, out, y.dtype) if self.kind == "avg" else None
         if all(st == 1 for st in s):
             pooled = _flat(xp, k, d, out, combine)
-            if divisor is None:
-                np.copyto(y, pooled)
-            else:
-                with np.errstate(all="ignore"):
-                    np.divide(pooled, divisor, out=y)
-            return
-        cur = xp  # strided: every axis but the last by strided slices (whole rows at a time), the last flat
+        else:
+            pooled = self._strided(xp, k, s, d, out, combine)
+        if divisor is None:
+            np.copyto(y, pooled)
+        else:
+            with np.errstate(all="ignore"):
+                np.divide(pooled, divisor, out=y)
+
+    @staticmethod
+    def _strided(xp: np.ndarray, k: Sequence[int], s: Sequence[int], d: Sequence[int], out: Sequence[int],
+                 combine: Any) -> np.ndarray:
+        """A strided max or sum pool of ``xp``: every axis but the last by strided slices (whole rows at a
+        time), the last one flat (``_flat``); a view of the result."""
+        cur = xp
         for i in range(len(k) - 1):
             o, st, dd = out[i], s[i], d[i]
             lead = (slice(None),) * (2 + i)
@@ -241,15 +248,9 @@ class _Pool(Op):
                 combine(taps[0], taps[1], out=nxt)
                 for tap in taps[2:]:
                     combine(nxt, tap, out=nxt)
-            cur = nxt
-        cur = np.ascontiguousarray(cur)
-        pooled = _flat(cur, (1,) * (len(k) - 1) + (k[-1],), (1,) * (len(k) - 1) + (d[-1],), cur.shape[2:-1] + (out[-1],),
-                       combine, s[-1])
-        if divisor is None:
-            np.copyto(y, pooled)
-        else:
-            with np.errstate(all="ignore"):
-                np.divide(pooled, divisor, out=y)
+            cur = nxt  # (a new C-ordered array, as ``xp`` is)
+        ones = (1,) * (len(k) - 1)
+        return _flat(cur, ones + (k[-1],), ones + (d[-1],), cur.shape[2:-1] + (out[-1],), combine, s[-1])
 
     def _divisor(self, x: np.ndarray, attrs: dict[str, Any], begins: Sequence[int], out: Sequence[int],
                  dtype: np.dtype) -> np.ndarray:
