@@ -88,6 +88,9 @@ def _torch_runner(graph: Any, feeds: dict[str, np.ndarray], device: str):
         fn = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}[nd]
         return fn(x, a["kernel_shape"], a["strides"], pad, bool(a["ceil_mode"]), bool(a["count_include_pad"]))
 
+    def activated(y, a):  # a fused activation attribute, applied last
+        return F.relu(y) if a.get("activation") == "relu" else y
+
     def gemm(ins, a):
         A = ins[0].t() if a["transA"] else ins[0]
         B = ins[1].t() if a["transB"] else ins[1]
@@ -95,14 +98,14 @@ def _torch_runner(graph: Any, feeds: dict[str, np.ndarray], device: str):
         return y + a["beta"] * ins[2] if len(ins) == 3 else y
 
     table = {
-        "conv": lambda i, a: (F.relu if a.get("activation") == "relu" else (lambda y: y))(
-            conv(i[0], i[1], i[2] if len(i) > 2 else None, a) + (i[3] if len(i) > 3 else 0)),
+        "conv": lambda i, a: activated(
+            conv(i[0], i[1], i[2] if len(i) > 2 else None, a) + (i[3] if len(i) > 3 else 0), a),
         "relu": lambda i, a: F.relu(i[0]),
         "max_pool": lambda i, a: pool(i[0], a, "max"),
         "average_pool": lambda i, a: pool(i[0], a, "avg"),
         "global_average_pool": lambda i, a: i[0].mean(dim=tuple(range(2, i[0].dim())), keepdim=True),
-        "batch_normalization": lambda i, a: (F.relu if a.get("activation") == "relu" else (lambda y: y))(
-            F.batch_norm(i[0], i[3], i[4], i[1], i[2], False, 0.0, a["epsilon"])),
+        "batch_normalization": lambda i, a: activated(
+            F.batch_norm(i[0], i[3], i[4], i[1], i[2], False, 0.0, a["epsilon"]), a),
         "lrn": lambda i, a: F.local_response_norm(i[0], a["size"], a["alpha"], a["beta"], a["bias"]),
         "gemm": gemm,
         "matmul": lambda i, a: i[0] @ i[1],

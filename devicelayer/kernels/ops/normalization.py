@@ -319,13 +319,14 @@ class BatchNormalization(_WholeTensorOp):
         x = inputs[0]
         elem = dialect_type(x.dtype)
         C = x.shape[1]
+        relu = attrs.get("activation") == "relu"
         inner = int(np.prod(x.shape[2:], dtype=np.int64))
         body = ("    FOR_EACH(i, n) {\n        int c = (i / inner) % C;\n"
                 "        ACC v = (TO_ACC(x[i]) - TO_ACC(mean[c])) / dl_sqrt(TO_ACC(var[c]) + CAST(ACC, eps));\n"
                 "        v = v * TO_ACC(scale[c]) + TO_ACC(bias[c]);\n"
-                + ("        v = dl_max(v, CAST(ACC, 0.0f));\n" if attrs.get("activation") == "relu" else "")
+                + ("        v = dl_max(v, CAST(ACC, 0.0f));\n" if relu else "")
                 + "        y[i] = FROM_ACC(v);\n    }")
-        spec = KernelSpec(f"batch_normalization_{elem}" + ("_relu" if attrs.get("activation") == "relu" else ""),
+        spec = KernelSpec(f"batch_normalization_{elem}" + ("_relu" if relu else ""),
                           (Param("x", "T", "in"), Param("scale", "T", "in"), Param("bias", "T", "in"),
                            Param("mean", "T", "in"), Param("var", "T", "in"), Param("y", "T", "out"),
                            Param("n", "int", "scalar"), Param("C", "int", "scalar"),

@@ -257,8 +257,8 @@ class _Pool(Op):
         """Each average window's count as ``dtype``, infinite where it is 0 (a sum over no element is 0, and so
         is its average); kept per geometry."""
         key = (x.shape[2:], tuple(attrs["kernel_shape"]), tuple(attrs["strides"]), tuple(attrs["dilations"]),
-               tuple(begins), tuple(out), attrs["count_include_pad"], attrs["auto_pad"], tuple(attrs["pads"]),
-               np.dtype(dtype).str)
+               tuple(attrs["pads"]), attrs["auto_pad"], attrs["ceil_mode"], attrs["count_include_pad"],
+               np.dtype(dtype).str)  # what decides the windows (their begins and the output size follow)
         found = self._divisor_cache.get(key)
         if found is None:
             div = self._divisors(x, attrs, begins, self.geometry(x.shape[2:], attrs)[1], out).astype(dtype)
