@@ -19,6 +19,7 @@ from devicelayer.memory import Buffer, MemoryPool
 from devicelayer.registry import Backend
 from devicelayer.signature import Arg, Signature, parse_arg
 
+from . import host_dnnl
 from .host_blas import blas_extras
 
 ALIGN = 64
@@ -111,12 +112,34 @@ def _host_signature(fn: Callable[..., Any]) -> Signature | None:
     return tuple(sig)
 
 
+class HostVendor:
+    """Work done by a library on the host worker; ``bind`` turns a call into a plain function of no arguments."""
+
+    def __init__(self, dev: "HostDevice", name: str, library: str) -> None:
+        self.dev, self.name = dev, name
+        self.label = f"{name} ({library}) on {dev.id}"
+
+    def __call__(self, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any, wait: Any) -> Event:
+        fn = self.bind(ins, outs, attrs, in_bufs, out_bufs)
+        return self.dev._submit(self.label, lambda natives: self.dev.run(fn, natives, self.label), wait, (),
+                                [*in_bufs, *out_bufs])
+
+    def native(self, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any, natives: list[Event]) -> Event:
+        """The work after ``natives`` (inside a submission); returns its event."""
+        return self.dev.run(self.bind(ins, outs, attrs, in_bufs, out_bufs), natives, self.label)
+
+    def bind(self, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> Callable[[], None]:
+        """The work on these buffers as a call for the worker."""
+        raise NotImplementedError
+
+
 class HostDevice(Device):
     """The CPU running NumPy; kernels are Python callables taking NumPy arrays."""
 
     def __init__(self, info: DeviceInfo) -> None:
         super().__init__(info)
         self.pool = HostPool(self)
+        self.conv_routes: dict[tuple, dict[str, Any]] = {}  # convolution geometry -> how it runs (host_conv)
         self._tasks: queue.SimpleQueue[tuple[HostEvent, Callable[[], Any], list[Event]] | None] = queue.SimpleQueue()
         self._last: HostEvent | None = None
         self._worker = threading.Thread(target=self._work, name=f"devicelayer-{info.id}", daemon=True)
@@ -176,6 +199,18 @@ class HostDevice(Device):
         geometry = {k for k in ("global_size", "local_size") if k in params}
         return (fn, geometry), sig
 
+    def vendor_op(self, name: str) -> Any:
+        """oneDNN for float32 convolutions and matrix products where it is installed; NumPy for the rest."""
+        if name not in ("conv", "gemm", "matmul") or host_dnnl.library() is None:
+            return None
+        if name == "conv":
+            from .host_conv import OnednnConv  # (they build on this module's HostVendor)
+
+            return OnednnConv(self, name)
+        from .host_gemm import OnednnGemm
+
+        return OnednnGemm(self, name, f"oneDNN {host_dnnl.version()}")
+
     def _launch(self, program: Program, args: list[Any], global_size: tuple[int, ...],
                 local_size: tuple[int, ...] | None, waits: list[Event]) -> Event:
         return self.run(self._bind(program, args, global_size, local_size), waits, f"launch {program.entry}")
@@ -189,6 +224,8 @@ class HostDevice(Device):
             elif item.kind == "copy":
                 d, s = self.pool._bytes(item.dst), self.pool._bytes(item.src)
                 bound.append((item.label, lambda d=d, s=s: np.copyto(d, s)))
+            elif item.kind == "call" and isinstance(item.fn, HostVendor):
+                bound.append((item.label, item.fn.bind(*item.call_args)))
             else:
                 raise LaunchError(f"{self.id}: {item.label} has no host form")
         return bound
@@ -231,6 +268,12 @@ class HostDevice(Device):
         self._tasks.put(None)
 
 
+def _conv_extras() -> dict[str, Any]:
+    """``conv``: what runs float32 convolutions (oneDNN where installed)."""
+    v = host_dnnl.version()
+    return {"conv": f"oneDNN {v} or NumPy, the faster per layer" if v else "NumPy (im2col + BLAS)"}
+
+
 class HostBackend(Backend):
     """The machine's CPU through NumPy; always available."""
 
@@ -248,7 +291,7 @@ class HostBackend(Backend):
             compute_units=os.cpu_count() or 1, max_work_group_size=big, max_work_item_sizes=(big, big, big),
             subgroup_size=None, local_memory=0, dtypes=frozenset(d for d in DTYPE_NAMES if d != "bfloat16"),
             unified_memory=True, view_alignment=1, timestamps=True,
-            extras={"machine": platform.machine(), **blas_extras()},
+            extras={"machine": platform.machine(), **blas_extras(), **_conv_extras()},
         )
         self._devices = [HostDevice(info)]
 

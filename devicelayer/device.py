@@ -115,7 +115,9 @@ class Device:
         Called as ``fn(inputs, outputs, attrs, in_buffers, out_buffers, wait) -> Event`` with
         TensorTypes, checked attributes and buffers of this device.  ``fn.accepts(inputs, outputs,
         attrs)``, where present, limits it to the cases it serves; ``fn.native(..., natives)``
-        (the work inside a submission) lets recordings hold it.
+        (the work inside a submission) lets recordings hold it; ``fn.specialize(inputs, outputs,
+        attrs, constants)``, where present, returns the op for a plan whose inputs ``constants``
+        (index -> NumPy array) never change, so it can prepare them once.
         """
         return None
 

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(pocl-opencl-icd ocl-icd-libopencl1 mesa-vulkan-drivers libvulkan1 glslc libshaderc1
-          vulkan-validationlayers clinfo vulkan-tools python3-venv)
+          vulkan-validationlayers clinfo vulkan-tools python3-venv libgomp1)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -25,6 +25,7 @@ if [ ! -x .venv/bin/python ]; then
   $python -m venv .venv
 fi
 extras="opencl,vulkan,onnx,dev"
+if [ "$(uname -m)" = "x86_64" ]; then extras="$extras,onednn"; fi  # the host's convolutions through oneDNN
 if command -v nvidia-smi >/dev/null 2>&1; then extras="$extras,cuda"; fi
 echo "setup: installing devicelayer[$extras] into .venv"
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Set up (scripts/setup.sh), then run the test suite on every device present.
-# DEVICELAYER_REQUIRE names the backends that must be present (default: the three CI has).
+# DEVICELAYER_REQUIRE names the backends that must be present (default: the three CI has, and oneDNN for the
+# host's convolutions on x86-64).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
-export DEVICELAYER_REQUIRE=${DEVICELAYER_REQUIRE-host,opencl,vulkan}
+required=host,opencl,vulkan
+if [ "$(uname -m)" = "x86_64" ]; then required="$required,onednn"; fi
+export DEVICELAYER_REQUIRE=${DEVICELAYER_REQUIRE-$required}
 .venv/bin/devicelayer info
 exec .venv/bin/python -m pytest -q tests "$@"

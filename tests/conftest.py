@@ -1,7 +1,8 @@
 """Fixtures: the conformance suite runs on every device present.
 
 ``DEVICELAYER_REQUIRE=host,opencl`` makes the session fail when a named
-backend is unavailable, so a missing driver can never pass as "no devices".
+backend is unavailable, so a missing driver can never pass as "no devices";
+``onednn`` in it requires the host's oneDNN route.
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ def pytest_report_header(config):
 def pytest_sessionstart(session):
     required = [b.strip() for b in os.environ.get("DEVICELAYER_REQUIRE", "").split(",") if b.strip()]
     present = {d.info.backend for d in dl.devices()}
+    if any(d.info.extras.get("conv", "").startswith("oneDNN") for d in dl.devices() if d.info.backend == "host"):
+        present.add("onednn")  # a library of the host backend, named like a backend here
     missing = [b for b in required if b not in present]
     if missing:
         reasons = {u.backend: u.reason for u in dl.unavailable()}
+        reasons["onednn"] = "libdnnl.so.3 not found (pip install devicelayer[onednn])"
         detail = "; ".join(f"{b}: {reasons.get(b, 'not loaded')}" for b in missing)
         raise pytest.UsageError(f"DEVICELAYER_REQUIRE names backends that are unavailable: {detail}")
 

@@ -61,6 +61,7 @@ CONV = [  # (X, W, attrs): the host's choice between contiguous runs and im2col,
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_conv_paths(host, rng, monkeypatch, xs, ws, attrs, dtype):
     monkeypatch.setattr(op_module, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(type(host), "vendor_op", lambda self, name: None)  # the NumPy paths, float32 too
     arrays = [rng.uniform(-2, 2, xs).astype(dtype), rng.uniform(-2, 2, ws).astype(dtype),
               rng.uniform(-2, 2, ws[0]).astype(dtype)]
     got, want, _ = run_and_reference(host, "conv", arrays, attrs)
@@ -71,6 +72,7 @@ def test_conv_bands_of_groups(host, rng, monkeypatch):
     """Grouped convs whose im2col is larger than a band are multiplied a few groups at a time."""
     from devicelayer.kernels.ops import conv
     monkeypatch.setattr(conv, "_CHUNK_BYTES", 4096)
+    monkeypatch.setattr(type(host), "vendor_op", lambda self, name: None)  # the NumPy path
     arrays = [rng.uniform(-2, 2, (1, 16, 12, 12)).astype("float32"),
               rng.uniform(-2, 2, (16, 2, 3, 3)).astype("float32"), rng.uniform(-2, 2, 16).astype("float32")]
     for attrs in ({"group": 8, "pads": [1, 1, 1, 1]}, {"group": 8, "strides": [2, 2]}):

@@ -24,6 +24,7 @@ from ..memory import Buffer
 from ..tensors import Tensor
 from ..transfer import copy_between
 from .ir import Graph, Node, Value
+from .layout import negotiate
 from .memory import ArenaPlan, Slot, nbytes as _nbytes, plan_arena
 from .placement import Placement, place
 
@@ -110,6 +111,7 @@ class ExecutionPlan:
         types = infer_types(self.graph, self._nodes, input_types)
         placement = place(self.graph, self._nodes, types, self.devices, self._explicit, self._strict, self._policy)
         steps, transfers = self._schedule(placement, types)
+        negotiate(steps, {id(v) for v in self.graph.outputs.values()})
         prepared = self._allocate(types, placement, steps, transfers)
         self._cache[key] = prepared
         return prepared
@@ -134,7 +136,8 @@ class ExecutionPlan:
                 present.add((id(v), id(dev)))
             ins = [types[id(v)] for v in node.inputs]
             outs = [types[id(v)] for v in node.outputs]
-            op_plan = plan_for(get(node.op), dev, ins, outs, node.attrs)
+            constants = {i: v.constant for i, v in enumerate(node.inputs) if v.constant is not None}
+            op_plan = plan_for(get(node.op), dev, ins, outs, node.attrs, constants)
             steps.append(Step("node", dev, node=node, op_plan=op_plan))
             for v in node.outputs:
                 home[id(v)] = dev

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -80,20 +80,37 @@ def _host_program(device: Device, op: Op, ins: Sequence[TensorType], outs: Seque
 
 
 def plan_for(op: Op, device: Device, ins: Sequence[TensorType], outs: Sequence[TensorType],
-             attrs: dict[str, Any]) -> Plan:
-    """The op's steps on ``device``; UnsupportedOp when it cannot run there."""
+             attrs: dict[str, Any], constants: Mapping[int, np.ndarray] | None = None) -> Plan:
+    """The op's steps on ``device``; UnsupportedOp when it cannot run there.
+
+    ``constants`` (input index -> array) names inputs whose values never change (a plan's initializers): a
+    vendor op with ``specialize`` may prepare them once.
+    """
     why = op.unsupported(ins, attrs, device.info)
     if why is not None:
         raise UnsupportedOp(f"{op.name} on {device.id}: {why}")
     if op.alias:
         return op.plan(ins, outs, attrs, device.info)
-    if device.info.kernel_language == "python":
-        return Plan([_HostStep()])
     vendor = device.vendor_op(op.name)
     accepts = getattr(vendor, "accepts", None)
     if vendor is not None and (accepts is None or accepts(ins, outs, attrs)):
+        specialize = getattr(vendor, "specialize", None)
+        if constants and specialize is not None:
+            vendor = specialize(ins, outs, attrs, constants)
         return Plan([_VendorStep(vendor)])
+    if device.info.kernel_language == "python":
+        return Plan([_HostStep()])
     return op.plan(ins, outs, attrs, device.info)
+
+
+def vendor_of(plan: Plan) -> Any:
+    """The vendor op of a plan that is one vendor-library step, else None."""
+    return plan.steps[0].fn if len(plan.steps) == 1 and isinstance(plan.steps[0], _VendorStep) else None
+
+
+def set_vendor(plan: Plan, fn: Any) -> None:
+    """Replace the vendor op of a one-step vendor plan (``vendor_of``)."""
+    plan.steps[0] = _VendorStep(fn)
 
 
 class _HostStep:

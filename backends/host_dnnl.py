@@ -1,0 +1,427 @@
+"""oneDNN convolutions for the host backend, through oneDNN's C API (ctypes).
+
+oneDNN's fast CPU convolutions (its brgemm and JIT kernels) read and write
+channels-last activations and weights in a blocked layout of its choosing.
+The graph keeps NCHW, so a layer reorders its input to channels-last, runs the
+convolution with bias, the summand Z (a ``sum`` post-op) and ReLU fused, and
+reorders the result back; weights are reordered once where they are constant
+(``ConvLayer.prepare_weights``), else on every call.
+
+The library is ``libdnnl.so.3`` (oneDNN 3.x) from the ``onednn-cpu-gomp``
+wheel (the ``onednn`` extra), ``$DEVICELAYER_ONEDNN`` (a path), or the
+loader's search; ``DEVICELAYER_ONEDNN=0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import sys
+import threading
+from typing import Any, Sequence
+
+import numpy as np
+
+# enum values of oneDNN 3.x (dnnl_types.h)
+_F32 = 3
+_ANY = 1
+_PLAIN = {1: 4, 2: 5, 3: 6}  # ncw, nchw, ncdhw (also oiw, oihw, oidhw)
+_CHANNELS_LAST = {1: 15, 2: 22, 3: 33}  # nwc, nhwc, ndhwc
+_GROUPED = {1: 5, 2: 6, 3: 7}  # goiw, goihw, goidhw
+_X = 2
+_FORWARD_INFERENCE = 96
+_CONVOLUTION_DIRECT = 1
+_ELTWISE_RELU = 32
+_ARG_SRC, _ARG_WEIGHTS, _ARG_BIAS, _ARG_DST = 1, 33, 41, 17
+_ARG_FROM, _ARG_TO = 1, 17
+_CPU_ENGINE = 1
+_STREAM_DEFAULT = 1
+_QUERY_WEIGHTS_MD = 131
+_QUERY_IMPL_INFO = 8
+_QUERY_SCRATCHPAD_MD = 136
+_ARG_SCRATCHPAD = 80
+_SCRATCHPAD_USER = 1  # each primitive gets its scratch from us: it may then run on any thread
+_MAX_DIMS = 12
+ALIGN = 64
+DTYPES = frozenset({np.dtype(np.float32)})
+_OFF = ("0", "off", "none")
+_DISTRIBUTIONS = ("onednn-cpu-gomp", "onednn-cpu-iomp", "onednn-cpu-tbb")
+
+
+class DnnlError(RuntimeError):
+    """A oneDNN call failed (the message names the call and oneDNN's status)."""
+
+
+class _Version(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_int), ("minor", ctypes.c_int), ("patch", ctypes.c_int),
+                ("hash", ctypes.c_char_p), ("cpu_runtime", ctypes.c_uint), ("gpu_runtime", ctypes.c_uint)]
+
+
+class _ExecArg(ctypes.Structure):
+    _fields_ = [("arg", ctypes.c_int), ("memory", ctypes.c_void_p)]
+
+
+def _candidates() -> list[str]:
+    """Where libdnnl may be: $DEVICELAYER_ONEDNN, the oneDNN wheels' files, this environment's lib, the loader."""
+    paths = []
+    env = os.environ.get("DEVICELAYER_ONEDNN", "")
+    if env:
+        paths.append(env)
+    try:
+        from importlib import metadata
+
+        for name in _DISTRIBUTIONS:
+            try:
+                dist = metadata.distribution(name)
+            except metadata.PackageNotFoundError:
+                continue
+            paths += [os.path.normpath(str(dist.locate_file(f))) for f in dist.files or () if f.name == "libdnnl.so.3"]
+    except ImportError:
+        pass
+    paths += [os.path.join(root, "lib", "libdnnl.so.3") for root in dict.fromkeys((sys.prefix, sys.base_prefix))]
+    paths += [ctypes.util.find_library("dnnl") or "", "libdnnl.so.3"]
+    return [p for p in dict.fromkeys(paths) if p]
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    """Argument and result types of the entry points used (handles stay pointer-sized)."""
+    p, i, f = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
+    pp, dims = ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64)
+    sigs: dict[str, tuple[list, Any]] = {
+        "dnnl_engine_create": ([pp, i, ctypes.c_size_t], i), "dnnl_stream_create": ([pp, p, i], i),
+        "dnnl_stream_wait": ([p], i),
+        "dnnl_memory_desc_create_with_tag": ([pp, i, dims, i, i], i), "dnnl_memory_desc_destroy": ([p], i),
+        "dnnl_memory_desc_clone": ([pp, p], i), "dnnl_memory_desc_equal": ([p, p], i),
+        "dnnl_memory_desc_get_size": ([p], ctypes.c_size_t),
+        "dnnl_memory_create": ([pp, p, p, p], i), "dnnl_memory_destroy": ([p], i),
+        "dnnl_memory_set_data_handle": ([p, p], i),
+        "dnnl_post_ops_create": ([pp], i), "dnnl_post_ops_destroy": ([p], i),
+        "dnnl_post_ops_append_sum": ([p, f, ctypes.c_int32, i], i),
+        "dnnl_post_ops_append_eltwise": ([p, i, f, f], i),
+        "dnnl_primitive_attr_create": ([pp], i), "dnnl_primitive_attr_destroy": ([p], i),
+        "dnnl_primitive_attr_set_post_ops": ([p, p], i), "dnnl_primitive_attr_set_scratchpad_mode": ([p, i], i),
+        "dnnl_convolution_forward_primitive_desc_create": ([pp, p, i, i, p, p, p, p, dims, dims, dims, dims, p], i),
+        "dnnl_reorder_primitive_desc_create": ([pp, p, p, p, p, p], i),
+        "dnnl_primitive_desc_query": ([p, i, i, p], i), "dnnl_primitive_desc_query_md": ([p, i, i], p),
+        "dnnl_primitive_desc_destroy": ([p], i),
+        "dnnl_primitive_create": ([pp, p], i), "dnnl_primitive_destroy": ([p], i),
+        "dnnl_primitive_execute": ([p, p, i, ctypes.POINTER(_ExecArg)], i),
+        "dnnl_version": ([], ctypes.POINTER(_Version)),
+        "dnnl_sgemm": ([ctypes.c_char, ctypes.c_char, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, f, p,
+                        ctypes.c_int64, p, ctypes.c_int64, f, p, ctypes.c_int64], i),
+    }
+    for name, (args, result) in sigs.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = args, result
+
+
+def _library() -> ctypes.CDLL | None:
+    if os.environ.get("DEVICELAYER_ONEDNN", "").lower() in _OFF:
+        return None
+    for path in _candidates():
+        try:
+            lib = ctypes.CDLL(path)
+            _declare(lib)
+            if lib.dnnl_version().contents.major != 3:
+                continue
+        except (OSError, AttributeError):
+            continue
+        return lib
+    return None
+
+
+_LIB: list = []
+_LIB_LOCK = threading.Lock()
+
+
+def library() -> ctypes.CDLL | None:
+    """The oneDNN 3 library (looked up once); None where it is not installed or DEVICELAYER_ONEDNN=0."""
+    if not _LIB:
+        with _LIB_LOCK:
+            if not _LIB:
+                _LIB.append(_library())
+    return _LIB[0]
+
+
+def version() -> str | None:
+    """oneDNN's version ("3.2.0"), None without the library."""
+    lib = library()
+    if lib is None:
+        return None
+    v = lib.dnnl_version().contents
+    return f"{v.major}.{v.minor}.{v.patch}"
+
+
+def aligned(nbytes: int) -> np.ndarray:
+    """``nbytes`` of uninitialised memory aligned to 64 bytes (uint8)."""
+    raw = np.empty(nbytes + ALIGN, np.uint8)
+    start = (-raw.ctypes.data) % ALIGN
+    return raw[start:start + nbytes]
+
+
+def sgemm(trans_a: bool, trans_b: bool, m: int, n: int, k: int, alpha: float, a: int, lda: int, b: int, ldb: int,
+          beta: float, c: int, ldc: int) -> None:
+    """C = alpha * op(A) @ op(B) + beta * C in float32, row-major, at these addresses (oneDNN's threads)."""
+    lib = library()
+    check(lib, lib.dnnl_sgemm(b"T" if trans_a else b"N", b"T" if trans_b else b"N", m, n, k, alpha, a, lda, b, ldb,
+                              beta, c, ldc), "dnnl_sgemm")
+
+
+class _Engine:
+    """The process's CPU engine and its stream (oneDNN's CPU streams run in the calling thread)."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self.lib = lib
+        self.engine, self.stream = ctypes.c_void_p(), ctypes.c_void_p()
+        check(lib, lib.dnnl_engine_create(ctypes.byref(self.engine), _CPU_ENGINE, 0), "dnnl_engine_create")
+        check(lib, lib.dnnl_stream_create(ctypes.byref(self.stream), self.engine, _STREAM_DEFAULT),
+              "dnnl_stream_create")
+
+
+_ENGINE: list = []
+
+
+def engine() -> _Engine:
+    """The CPU engine (made once; DnnlError where oneDNN is missing)."""
+    if not _ENGINE:
+        lib = library()
+        if lib is None:
+            raise DnnlError("oneDNN is not installed")
+        with _LIB_LOCK:
+            if not _ENGINE:
+                _ENGINE.append(_Engine(lib))
+    return _ENGINE[0]
+
+
+def check(lib: ctypes.CDLL, status: int, call: str) -> None:
+    """Raise DnnlError unless ``status`` is dnnl_success."""
+    if status != 0:
+        raise DnnlError(f"{call} failed with oneDNN status {status}")
+
+
+def _dims(values: Sequence[int]) -> Any:
+    return (ctypes.c_int64 * _MAX_DIMS)(*values)
+
+
+class _Memory:
+    """A oneDNN memory object whose data pointer is set per call (set again only when it changes)."""
+
+    def __init__(self, layer: "ConvLayer", md: Any) -> None:
+        self.lib = layer.lib
+        self.handle = ctypes.c_void_p()
+        check(self.lib, self.lib.dnnl_memory_create(ctypes.byref(self.handle), md, layer.eng.engine, None),
+              "dnnl_memory_create")
+        self.ptr = 0
+
+    def point(self, ptr: int) -> None:
+        if ptr != self.ptr:
+            check(self.lib, self.lib.dnnl_memory_set_data_handle(self.handle, ptr), "dnnl_memory_set_data_handle")
+            self.ptr = ptr
+
+    def release(self) -> None:
+        if self.handle:
+            self.lib.dnnl_memory_destroy(self.handle)
+            self.handle = ctypes.c_void_p()
+
+
+class ConvLayer:
+    """One convolution geometry: the oneDNN convolution with its post-ops, the reorders around it and their
+    channels-last scratch.  ``run`` is serialised per layer."""
+
+    def __init__(self, x: Sequence[int], w: Sequence[int], y: Sequence[int], pads: Sequence[int],
+                 strides: Sequence[int], dilations: Sequence[int], group: int, bias: bool, summand: bool,
+                 relu: bool) -> None:
+        self.eng = eng = engine()
+        self.lib = lib = eng.lib
+        self._objects: list[tuple[str, Any]] = []  # (destroy function, handle), released in reverse
+        self._scratch_memories: list[_Memory] = []
+        self.lock = threading.Lock()
+        nd = len(x) - 2
+        self.group = group
+        w_dims = ((group, w[0] // group) + tuple(w[1:])) if group > 1 else tuple(w)
+        self.md_x = self._md(x, _PLAIN[nd])
+        self.md_x_last = self._md(x, _CHANNELS_LAST[nd])
+        self.md_w = self._md(w_dims, _GROUPED[nd] if group > 1 else _PLAIN[nd])
+        self.md_y = self._md(y, _PLAIN[nd])
+        self.md_y_last = self._md(y, _CHANNELS_LAST[nd])
+        md_b = self._md((w[0],), _X) if bias else None
+        md_w_any = self._md(w_dims, _ANY)
+        attr = self._made("dnnl_primitive_attr_create", "dnnl_primitive_attr_destroy")
+        ops = self._made("dnnl_post_ops_create", "dnnl_post_ops_destroy")
+        if summand:
+            check(lib, lib.dnnl_post_ops_append_sum(ops, 1.0, 0, 0), "dnnl_post_ops_append_sum")
+        if relu:
+            check(lib, lib.dnnl_post_ops_append_eltwise(ops, _ELTWISE_RELU, 0.0, 0.0), "dnnl_post_ops_append_eltwise")
+        check(lib, lib.dnnl_primitive_attr_set_post_ops(attr, ops), "dnnl_primitive_attr_set_post_ops")
+        self._user_scratchpad(attr)
+        self._scratchpads: list[np.ndarray] = []
+        pd = ctypes.c_void_p()
+        check(lib, lib.dnnl_convolution_forward_primitive_desc_create(
+            ctypes.byref(pd), eng.engine, _FORWARD_INFERENCE, _CONVOLUTION_DIRECT, self.md_x_last, md_w_any, md_b,
+            self.md_y_last, _dims(strides), _dims([d - 1 for d in dilations]), _dims(pads[:nd]), _dims(pads[nd:]),
+            attr), "dnnl_convolution_forward_primitive_desc_create")
+        self._objects.append(("dnnl_primitive_desc_destroy", pd))
+        info = ctypes.c_char_p()
+        check(lib, lib.dnnl_primitive_desc_query(pd, _QUERY_IMPL_INFO, 0, ctypes.byref(info)),
+              "dnnl_primitive_desc_query")
+        self.implementation = (info.value or b"").decode(errors="replace")
+        md_w_chosen = ctypes.c_void_p()
+        check(lib, lib.dnnl_memory_desc_clone(ctypes.byref(md_w_chosen), lib.dnnl_primitive_desc_query_md(
+            pd, _QUERY_WEIGHTS_MD, 0)), "dnnl_memory_desc_clone")
+        self._objects.append(("dnnl_memory_desc_destroy", md_w_chosen))
+        self.md_w_chosen = md_w_chosen
+        self.weight_bytes = int(lib.dnnl_memory_desc_get_size(md_w_chosen))
+        self.y_bytes = int(lib.dnnl_memory_desc_get_size(self.md_y))
+        self.conv = self._primitive(pd)
+        self.m_x, self.m_x_last = _Memory(self, self.md_x), _Memory(self, self.md_x_last)
+        self.m_w, self.m_w_chosen = _Memory(self, self.md_w), _Memory(self, md_w_chosen)
+        self.m_b = _Memory(self, md_b) if bias else None
+        self.m_y, self.m_y_last = _Memory(self, self.md_y), _Memory(self, self.md_y_last)
+        self._memories = [m for m in (self.m_x, self.m_x_last, self.m_w, self.m_w_chosen, self.m_b, self.m_y,
+                                      self.m_y_last) if m is not None]
+        # channels-last equals NCHW where C == 1 or the image is one element: no reorder then
+        self.x_same = bool(lib.dnnl_memory_desc_equal(self.md_x, self.md_x_last))
+        self.y_same = bool(lib.dnnl_memory_desc_equal(self.md_y, self.md_y_last))
+        self.w_same = bool(lib.dnnl_memory_desc_equal(self.md_w, md_w_chosen))
+        self.to_last = self._reorder(self.md_x, self.md_x_last, self.m_x, self.m_x_last)
+        self.y_to_last = self._reorder(self.md_y, self.md_y_last, self.m_y, self.m_y_last)
+        self.from_last = self._reorder(self.md_y_last, self.md_y, self.m_y_last, self.m_y)
+        self.w_reorder = None if self.w_same else self._reorder(self.md_w, md_w_chosen, self.m_w, self.m_w_chosen)
+        self.x_bytes = int(lib.dnnl_memory_desc_get_size(self.md_x))
+        self._x_scratch: np.ndarray | None = None
+        self._y_scratch: np.ndarray | None = None
+        self.w_scratch = None if self.w_same else aligned(self.weight_bytes)
+        args = [(_ARG_SRC, self.m_x_last), (_ARG_WEIGHTS, self.m_w_chosen), (_ARG_DST, self.m_y_last)]
+        if bias:
+            args.append((_ARG_BIAS, self.m_b))
+        self.conv_args = self._args(args + self._scratchpad(pd))
+
+    # -- construction ------------------------------------------------------------------------
+    def _md(self, dims: Sequence[int], tag: int) -> ctypes.c_void_p:
+        md = ctypes.c_void_p()
+        check(self.lib, self.lib.dnnl_memory_desc_create_with_tag(ctypes.byref(md), len(dims), _dims(dims), _F32,
+                                                                  tag), "dnnl_memory_desc_create_with_tag")
+        self._objects.append(("dnnl_memory_desc_destroy", md))
+        return md
+
+    def _made(self, create: str, destroy: str) -> ctypes.c_void_p:
+        handle = ctypes.c_void_p()
+        check(self.lib, getattr(self.lib, create)(ctypes.byref(handle)), create)
+        self._objects.append((destroy, handle))
+        return handle
+
+    def _primitive(self, pd: ctypes.c_void_p) -> ctypes.c_void_p:
+        prim = ctypes.c_void_p()
+        check(self.lib, self.lib.dnnl_primitive_create(ctypes.byref(prim), pd), "dnnl_primitive_create")
+        self._objects.append(("dnnl_primitive_destroy", prim))
+        return prim
+
+    def _user_scratchpad(self, attr: Any) -> None:
+        check(self.lib, self.lib.dnnl_primitive_attr_set_scratchpad_mode(attr, _SCRATCHPAD_USER),
+              "dnnl_primitive_attr_set_scratchpad_mode")
+
+    def _scratchpad(self, pd: Any) -> list[tuple[int, _Memory]]:
+        """The scratchpad argument a primitive asks for (none where it needs none), with memory of its own."""
+        md = self.lib.dnnl_primitive_desc_query_md(pd, _QUERY_SCRATCHPAD_MD, 0)
+        nbytes = int(self.lib.dnnl_memory_desc_get_size(md)) if md else 0
+        if not nbytes:
+            return []
+        scratch = aligned(nbytes)
+        self._scratchpads.append(scratch)
+        memory = _Memory(self, md)
+        memory.point(scratch.ctypes.data)
+        self._scratch_memories.append(memory)
+        return [(_ARG_SCRATCHPAD, memory)]
+
+    def _reorder(self, src_md: Any, dst_md: Any, src: _Memory, dst: _Memory) -> tuple[Any, Any]:
+        attr = self._made("dnnl_primitive_attr_create", "dnnl_primitive_attr_destroy")
+        self._user_scratchpad(attr)
+        pd = ctypes.c_void_p()
+        check(self.lib, self.lib.dnnl_reorder_primitive_desc_create(ctypes.byref(pd), src_md, self.eng.engine,
+                                                                    dst_md, self.eng.engine, attr),
+              "dnnl_reorder_primitive_desc_create")
+        self._objects.append(("dnnl_primitive_desc_destroy", pd))
+        return self._primitive(pd), self._args([(_ARG_FROM, src), (_ARG_TO, dst)] + self._scratchpad(pd))
+
+    @staticmethod
+    def _args(pairs: Sequence[tuple[int, _Memory]]) -> tuple[int, Any]:
+        return len(pairs), (_ExecArg * len(pairs))(*[_ExecArg(a, m.handle.value) for a, m in pairs])
+
+    # -- running -----------------------------------------------------------------------------
+    def _execute(self, prim: Any, args: tuple[int, Any], what: str) -> None:
+        check(self.lib, self.lib.dnnl_primitive_execute(prim, self.eng.stream, args[0], args[1]), what)
+
+    def prepare_weights(self, w: np.ndarray) -> np.ndarray:
+        """W (float32, (M, C/group, k...)) in the layout the convolution reads, as a new array."""
+        out = aligned(self.weight_bytes)
+        w = np.ascontiguousarray(w, np.float32)
+        with self.lock:
+            if self.w_reorder is None:
+                out.view(np.float32)[:] = w.reshape(-1)
+            else:
+                self.m_w.point(w.ctypes.data)
+                self.m_w_chosen.point(out.ctypes.data)
+                self._execute(*self.w_reorder, "weight reorder")
+                check(self.lib, self.lib.dnnl_stream_wait(self.eng.stream), "dnnl_stream_wait")
+        return out
+
+    def _scratch(self, which: str, nbytes: int) -> int:
+        """The address of this layer's channels-last scratch for X or Y (made on first use)."""
+        arr = getattr(self, which)
+        if arr is None:
+            arr = aligned(nbytes)
+            setattr(self, which, arr)
+        return arr.ctypes.data
+
+    def run(self, x: int, w: int, b: int, y: int, z: int, prepared: bool, x_last: bool = False,
+            z_last: bool = False, y_last: bool = False) -> None:
+        """Y = relu(conv(X, W) + B + Z) at these addresses (B, Z, ReLU as built).  ``prepared``: W is already in
+        the convolution's layout (``prepare_weights``); ``x_last``, ``z_last``, ``y_last``: that tensor is
+        channels-last (NHWC) in memory, else NCHW."""
+        with self.lock:
+            if prepared or self.w_reorder is None:
+                self.m_w_chosen.point(w)
+            else:
+                self.m_w.point(w)
+                self.m_w_chosen.point(self.w_scratch.ctypes.data)
+                self._execute(*self.w_reorder, "weight reorder")
+            if self.m_b is not None:
+                self.m_b.point(b)
+            if x_last or self.x_same:
+                self.m_x_last.point(x)
+            else:
+                self.m_x.point(x)
+                self.m_x_last.point(self._scratch("_x_scratch", self.x_bytes))
+                self._execute(*self.to_last, "input reorder")
+            direct = y_last or self.y_same  # the convolution writes Y itself
+            out = y if direct else self._scratch("_y_scratch", self.y_bytes)
+            self.m_y_last.point(out)
+            if z:  # Z goes where the sum post-op adds to
+                if z_last or self.y_same:
+                    if z != out:
+                        ctypes.memmove(out, z, self.y_bytes)
+                else:
+                    self.m_y.point(z)
+                    self._execute(*self.y_to_last, "summand reorder")
+            self._execute(self.conv, self.conv_args, "convolution")
+            if not direct:
+                self.m_y.point(y)
+                self._execute(*self.from_last, "output reorder")
+            check(self.lib, self.lib.dnnl_stream_wait(self.eng.stream), "dnnl_stream_wait")
+
+    def release(self) -> None:
+        """Destroy the oneDNN objects (the layer is unusable afterwards)."""
+        with self.lock:
+            for m in self._memories + self._scratch_memories:
+                m.release()
+            for destroy, handle in reversed(self._objects):
+                if handle:
+                    getattr(self.lib, destroy)(handle)
+            self._objects.clear()
+
+    def __del__(self) -> None:
+        try:
+            self.release()
+        except Exception:
+            pass

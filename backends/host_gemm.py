@@ -1,0 +1,70 @@
+"""Float32 matrix products on the host through oneDNN's sgemm, where oneDNN runs the host's convolutions.
+
+With oneDNN installed the host's float32 ``gemm`` and ``matmul`` run on
+oneDNN's threads too, so a model's heavy work stays on one thread pool (see
+``host_conv``).  Cases sgemm does not express directly (1-D operands, batches
+that broadcast, a zero alpha or beta whose NaN products ONNX keeps) run
+NumPy's products.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from . import host_dnnl
+from .host import HostVendor
+
+
+class OnednnGemm(HostVendor):
+    """``gemm`` and ``matmul`` in float32 through ``dnnl_sgemm``."""
+
+    def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
+        """Float32, non-empty; matmul with 2-D-or-more operands whose batches match or B is one matrix;
+        gemm with non-zero alpha and (where C is given) beta."""
+        if ins[0].dtype not in host_dnnl.DTYPES or any(t.size == 0 for t in (*ins, *outs)):
+            return False
+        if self.name == "gemm":
+            return attrs["alpha"] != 0 and (len(ins) == 2 or attrs["beta"] != 0)
+        a, b = ins[0].shape, ins[1].shape
+        return len(a) >= 2 and len(b) >= 2 and (len(b) == 2 or a[:-2] == b[:-2])
+
+    def bind(self, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> Callable[[], None]:
+        """The product on these buffers as a call on the host worker."""
+        pool = self.dev.pool
+        views = [pool._bytes(buf) for buf in (*in_bufs, *out_bufs)]
+        ptr = [v.ctypes.data for v in views]
+        y = ptr[-1]
+        call = self._call(ins, outs, attrs, views, ptr, y)
+        return lambda keep=views: call()  # the closure holds the arrays until the call ran
+
+    def _call(self, ins: Any, outs: Any, attrs: dict, views: list, ptr: list[int], y: int) -> Callable[[], None]:
+        if self.name == "gemm":
+            ta, tb = bool(attrs["transA"]), bool(attrs["transB"])
+            (m, k), n = (ins[0].shape[::-1] if ta else ins[0].shape), (ins[1].shape[0] if tb else ins[1].shape[1])
+            alpha = float(attrs["alpha"])
+            if len(ins) == 2:
+                return lambda: host_dnnl.sgemm(ta, tb, m, n, k, alpha, ptr[0], ins[0].shape[1], ptr[1],
+                                               ins[1].shape[1], 0.0, y, n)
+            beta = float(attrs["beta"])
+            c = views[2][:ins[2].size * 4].view(np.float32).reshape(ins[2].shape)
+            out = views[-1][:m * n * 4].view(np.float32).reshape(m, n)
+
+            def gemm() -> None:
+                np.copyto(out, c)  # C broadcast into Y, then Y = alpha * A B + beta * Y
+                host_dnnl.sgemm(ta, tb, m, n, k, alpha, ptr[0], ins[0].shape[1], ptr[1], ins[1].shape[1], beta, y, n)
+            return gemm
+        a, b = ins[0].shape, ins[1].shape
+        k, n = b[-2], b[-1]
+        if len(b) == 2:  # every row of every batch of A times one B
+            m = math.prod(a[:-1])
+            return lambda: host_dnnl.sgemm(False, False, m, n, k, 1.0, ptr[0], k, ptr[1], n, 0.0, y, n)
+        m, batches = a[-2], math.prod(a[:-2])
+
+        def batched() -> None:
+            for i in range(batches):
+                host_dnnl.sgemm(False, False, m, n, k, 1.0, ptr[0] + i * m * k * 4, k, ptr[1] + i * k * n * 4, n,
+                                0.0, y + i * m * n * 4, n)
+        return batched
