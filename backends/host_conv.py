@@ -93,7 +93,15 @@ class OnednnConv(HostVendor):
         if layer is None or w is None:
             return self
         b = self._binding
-        return OnednnConv(self.dev, self.name, _Binding(layer.prepare_weights(w), b.in_last, b.out_last))
+        return OnednnConv(self.dev, self.name, _Binding(self._on_worker(lambda: layer.prepare_weights(w)),
+                                                        b.in_last, b.out_last))
+
+    def _on_worker(self, fn: Callable[[], Any]) -> Any:
+        """``fn()`` run by the host's worker thread: oneDNN's OpenMP threads then form one team, the worker's
+        (a second team, from the caller's thread, would spin on the same cores)."""
+        out: list[Any] = []
+        self.dev.run(lambda: out.append(fn()), [], f"prepare {self.label}").wait()
+        return out[0]
 
     def with_layout(self, in_last: frozenset[int], out_last: bool) -> "OnednnConv":
         """This op reading inputs ``in_last`` and writing its output in ``private_layout``."""
