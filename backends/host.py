@@ -271,7 +271,7 @@ class HostDevice(Device):
 def _conv_extras() -> dict[str, Any]:
     """``conv``: what runs float32 convolutions (oneDNN where installed)."""
     v = host_dnnl.version()
-    return {"conv": f"oneDNN {v} or NumPy, the faster per layer" if v else "NumPy (im2col + BLAS)"}
+    return {"conv": f"oneDNN {v} (float32 conv, gemm, matmul; NumPy for the rest)" if v else "NumPy (im2col + BLAS)"}
 
 
 class HostBackend(Backend):

@@ -68,7 +68,7 @@ def _random_conv(rng):
 
 
 def test_info_names_the_route():
-    assert dl.device("host").info.extras["conv"].startswith(f"oneDNN {host_dnnl.version()}")
+    assert dl.device("host").info.extras["conv"].startswith(f"oneDNN {host_dnnl.version()} (")
 
 
 def test_random_convolutions_through_onednn_match_the_float64_reference():
@@ -198,13 +198,15 @@ def _info_conv(env: dict[str, str]) -> str:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("setting", ["0", "/nonexistent/libdnnl.so.3"])
-def test_turned_off_or_missing_library_leaves_numpy(setting):
-    info = _info_conv({"DEVICELAYER_ONEDNN": setting, "DEVICELAYER_BACKENDS": "host"})
-    if setting == "0":
-        assert info.startswith("NumPy")
-    else:  # a wrong path is skipped: the wheel or the loader's copy is found next
-        assert info.startswith("oneDNN") or info.startswith("NumPy")
+def test_turned_off_leaves_numpy():
+    assert _info_conv({"DEVICELAYER_ONEDNN": "0", "DEVICELAYER_BACKENDS": "host"}).startswith("NumPy")
+
+
+@pytest.mark.parametrize("setting", ["/nonexistent/libdnnl.so.3", "/etc/hostname"])
+def test_a_wrong_library_path_falls_through_to_the_installed_one(setting):
+    # a missing file, or a file that is no library: skipped, and the copy this environment has is found next
+    assert _info_conv({"DEVICELAYER_ONEDNN": setting, "DEVICELAYER_BACKENDS": "host"}).startswith(
+        f"oneDNN {host_dnnl.version()}")
 
 
 def test_convolutions_it_cannot_take_run_numpy(rng):
