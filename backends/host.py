@@ -120,9 +120,8 @@ class HostVendor:
         self.label = f"{name} ({library}) on {dev.id}"
 
     def __call__(self, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any, wait: Any) -> Event:
-        fn = self.bind(ins, outs, attrs, in_bufs, out_bufs)
-        return self.dev._submit(self.label, lambda natives: self.dev.run(fn, natives, self.label), wait, (),
-                                [*in_bufs, *out_bufs])
+        return self.dev._submit(self.label, lambda natives: self.native(ins, outs, attrs, in_bufs, out_bufs, natives),
+                                wait, (), [*in_bufs, *out_bufs])
 
     def native(self, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any, natives: list[Event]) -> Event:
         """The work after ``natives`` (inside a submission); returns its event."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 import sys
 import threading
@@ -144,6 +145,7 @@ def library() -> ctypes.CDLL | None:
     return _LIB[0]
 
 
+@functools.cache
 def version() -> str | None:
     """oneDNN's version ("3.2.0"), None without the library."""
     lib = library()
@@ -284,9 +286,11 @@ class ConvLayer:
         self.x_same = bool(lib.dnnl_memory_desc_equal(self.md_x, self.md_x_last))
         self.y_same = bool(lib.dnnl_memory_desc_equal(self.md_y, self.md_y_last))
         self.w_same = bool(lib.dnnl_memory_desc_equal(self.md_w, md_w_chosen))
-        self.to_last = self._reorder(self.md_x, self.md_x_last, self.m_x, self.m_x_last)
-        self.y_to_last = self._reorder(self.md_y, self.md_y_last, self.m_y, self.m_y_last)
-        self.from_last = self._reorder(self.md_y_last, self.md_y, self.m_y_last, self.m_y)
+        # the reorders a call may need (none where the two layouts are one)
+        self.to_last = None if self.x_same else self._reorder(self.md_x, self.md_x_last, self.m_x, self.m_x_last)
+        self.y_to_last = (self._reorder(self.md_y, self.md_y_last, self.m_y, self.m_y_last)
+                          if summand and not self.y_same else None)
+        self.from_last = None if self.y_same else self._reorder(self.md_y_last, self.md_y, self.m_y_last, self.m_y)
         self.w_reorder = None if self.w_same else self._reorder(self.md_w, md_w_chosen, self.m_w, self.m_w_chosen)
         self.x_bytes = int(lib.dnnl_memory_desc_get_size(self.md_x))
         self._x_scratch: np.ndarray | None = None

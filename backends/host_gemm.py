@@ -35,12 +35,12 @@ class OnednnGemm(HostVendor):
         """The product on these buffers as a call on the host worker."""
         pool = self.dev.pool
         views = [pool._bytes(buf) for buf in (*in_bufs, *out_bufs)]
-        ptr = [v.ctypes.data for v in views]
-        y = ptr[-1]
-        call = self._call(ins, outs, attrs, views, ptr, y)
+        call = self._call(ins, attrs, views)
         return lambda keep=views: call()  # the closure holds the arrays until the call ran
 
-    def _call(self, ins: Any, outs: Any, attrs: dict, views: list, ptr: list[int], y: int) -> Callable[[], None]:
+    def _call(self, ins: Any, attrs: dict, views: list[np.ndarray]) -> Callable[[], None]:
+        ptr = [v.ctypes.data for v in views]
+        y = ptr[-1]
         if self.name == "gemm":
             ta, tb = bool(attrs["transA"]), bool(attrs["transB"])
             (m, k), n = (ins[0].shape[::-1] if ta else ins[0].shape), (ins[1].shape[0] if tb else ins[1].shape[1])

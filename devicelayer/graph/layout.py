@@ -32,19 +32,22 @@ def negotiate(steps: Sequence[Any], outputs: set[int]) -> int:
                 readers.setdefault(id(v), []).append((s, i))
         elif s.value is not None:  # a copy to another device or an output fetched: reads the graph's layout
             readers.setdefault(id(s.value), []).append((s, -1))
+    vendors = {id(s): _private(s) for s in steps}
     in_private: dict[int, set[int]] = {}
     out_private: set[int] = set()
     for s in steps:
-        fn = _private(s)
+        fn = vendors[id(s)]
         if fn is None or len(s.node.outputs) != 1 or id(s.node.outputs[0]) in outputs:
             continue
         reads = readers.get(id(s.node.outputs[0]), [])
-        if reads and all(r.device is s.device and getattr(_private(r), "private_layout", None) == fn.private_layout
-                         and i in _private(r).layout_inputs for r, i in reads):
+        if reads and all(r.device is s.device and vendors[id(r)] is not None
+                         and vendors[id(r)].private_layout == fn.private_layout
+                         and i in vendors[id(r)].layout_inputs for r, i in reads):
             out_private.add(id(s))
             for r, i in reads:
                 in_private.setdefault(id(r), set()).add(i)
     for s in steps:
         if id(s) in out_private or id(s) in in_private:
-            set_vendor(s.op_plan, _private(s).with_layout(frozenset(in_private.get(id(s), ())), id(s) in out_private))
+            layout = vendors[id(s)].with_layout(frozenset(in_private.get(id(s), ())), id(s) in out_private)
+            set_vendor(s.op_plan, layout)
     return len(out_private)
