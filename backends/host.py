@@ -138,7 +138,7 @@ class HostDevice(Device):
     def __init__(self, info: DeviceInfo) -> None:
         super().__init__(info)
         self.pool = HostPool(self)
-        self.conv_routes: dict[tuple, dict[str, Any]] = {}  # convolution geometry -> how it runs (host_conv)
+        self.onednn_layers: dict[tuple, dict[str, Any]] = {}  # (op, geometry, layout) -> its layer (host_dnnl_op)
         self._tasks: queue.SimpleQueue[tuple[HostEvent, Callable[[], Any], list[Event]] | None] = queue.SimpleQueue()
         self._last: HostEvent | None = None
         self._worker = threading.Thread(target=self._work, name=f"devicelayer-{info.id}", daemon=True)
@@ -199,16 +199,23 @@ class HostDevice(Device):
         return (fn, geometry), sig
 
     def vendor_op(self, name: str) -> Any:
-        """oneDNN for float32 convolutions and matrix products where it is installed; NumPy for the rest."""
-        if name not in ("conv", "gemm", "matmul") or host_dnnl.library() is None:
+        """oneDNN for float32 convolutions, pools, batch normalization, channel shuffles and concatenation, and
+        matrix products where it is installed; NumPy for the rest."""
+        if host_dnnl.library() is None:
             return None
-        if name == "conv":
-            from .host_conv import OnednnConv  # (they build on this module's HostVendor)
+        from . import host_conv, host_dnnl_ops, host_gemm  # (they build on this module's HostVendor)
 
-            return OnednnConv(self, name)
-        from .host_gemm import OnednnGemm
-
-        return OnednnGemm(self, name, f"oneDNN {host_dnnl.version()}")
+        kinds = {"conv": host_conv.OnednnConv, "gemm": host_gemm.OnednnGemm, "matmul": host_gemm.OnednnGemm,
+                 "max_pool": host_dnnl_ops.OnednnPool, "average_pool": host_dnnl_ops.OnednnPool,
+                 "global_average_pool": host_dnnl_ops.OnednnPool, "global_max_pool": host_dnnl_ops.OnednnPool,
+                 "batch_normalization": host_dnnl_ops.OnednnNorm, "concat": host_dnnl_ops.OnednnConcat,
+                 "channel_shuffle": host_dnnl_ops.OnednnShuffle}
+        kind = kinds.get(name)
+        if kind is None:
+            return None
+        if kind is host_gemm.OnednnGemm:
+            return kind(self, name, f"oneDNN {host_dnnl.version()}")
+        return kind(self, name)
 
     def _launch(self, program: Program, args: list[Any], global_size: tuple[int, ...],
                 local_size: tuple[int, ...] | None, waits: list[Event]) -> Event:
@@ -270,7 +277,8 @@ class HostDevice(Device):
 def _conv_extras() -> dict[str, Any]:
     """``conv``: what runs float32 convolutions (oneDNN where installed)."""
     v = host_dnnl.version()
-    return {"conv": f"oneDNN {v} (float32 conv, gemm, matmul; NumPy for the rest)" if v else "NumPy (im2col + BLAS)"}
+    used = "float32 conv, pools, batch normalization, channel shuffle, concat, gemm, matmul; NumPy for the rest"
+    return {"conv": f"oneDNN {v} ({used})" if v else "NumPy (im2col + BLAS)"}
 
 
 class HostBackend(Backend):

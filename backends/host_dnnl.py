@@ -31,11 +31,12 @@ _PLAIN = {1: 4, 2: 5, 3: 6}  # ncw, nchw, ncdhw (also oiw, oihw, oidhw)
 _CHANNELS_LAST = {1: 15, 2: 22, 3: 33}  # nwc, nhwc, ndhwc
 _GROUPED = {1: 5, 2: 6, 3: 7}  # goiw, goihw, goidhw
 _X = 2
-_FORWARD_INFERENCE = 96
+FORWARD_INFERENCE = _FORWARD_INFERENCE = 96
 _CONVOLUTION_DIRECT = 1
 _ELTWISE_RELU = 32
 _ARG_SRC, _ARG_WEIGHTS, _ARG_BIAS, _ARG_DST = 1, 33, 41, 17
 _ARG_FROM, _ARG_TO = 1, 17
+ARG_SRC, ARG_DST, ARG_MEAN, ARG_VARIANCE, ARG_SCALE, ARG_SHIFT, ARG_MULTIPLE_SRC = 1, 17, 49, 50, 51, 52, 1024
 _CPU_ENGINE = 1
 _STREAM_DEFAULT = 1
 _QUERY_WEIGHTS_MD = 131
@@ -93,6 +94,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "dnnl_engine_create": ([pp, i, ctypes.c_size_t], i), "dnnl_stream_create": ([pp, p, i], i),
         "dnnl_stream_wait": ([p], i),
         "dnnl_memory_desc_create_with_tag": ([pp, i, dims, i, i], i), "dnnl_memory_desc_destroy": ([p], i),
+        "dnnl_memory_desc_create_with_strides": ([pp, i, dims, i, dims], i),
         "dnnl_memory_desc_clone": ([pp, p], i), "dnnl_memory_desc_equal": ([p, p], i),
         "dnnl_memory_desc_get_size": ([p], ctypes.c_size_t),
         "dnnl_memory_create": ([pp, p, p, p], i), "dnnl_memory_destroy": ([p], i),
@@ -104,6 +106,10 @@ def _declare(lib: ctypes.CDLL) -> None:
         "dnnl_primitive_attr_set_post_ops": ([p, p], i), "dnnl_primitive_attr_set_scratchpad_mode": ([p, i], i),
         "dnnl_convolution_forward_primitive_desc_create": ([pp, p, i, i, p, p, p, p, dims, dims, dims, dims, p], i),
         "dnnl_reorder_primitive_desc_create": ([pp, p, p, p, p, p], i),
+        "dnnl_pooling_forward_primitive_desc_create": ([pp, p, i, i, p, p, dims, dims, dims, dims, dims, p], i),
+        "dnnl_concat_primitive_desc_create": ([pp, p, p, i, i, pp, p], i),
+        "dnnl_batch_normalization_forward_primitive_desc_create": ([pp, p, i, p, p, f, ctypes.c_uint, p], i),
+        "dnnl_shuffle_forward_primitive_desc_create": ([pp, p, i, p, p, i, ctypes.c_int64, p], i),
         "dnnl_primitive_desc_query": ([p, i, i, p], i), "dnnl_primitive_desc_query_md": ([p, i, i], p),
         "dnnl_primitive_desc_destroy": ([p], i),
         "dnnl_primitive_create": ([pp, p], i), "dnnl_primitive_destroy": ([p], i),
@@ -209,7 +215,7 @@ def _dims(values: Sequence[int]) -> Any:
 class _Memory:
     """A oneDNN memory object whose data pointer is set per call (set again only when it changes)."""
 
-    def __init__(self, layer: "ConvLayer", md: Any) -> None:
+    def __init__(self, layer: "Layer", md: Any) -> None:
         self.lib = layer.lib
         self.handle = ctypes.c_void_p()
         check(self.lib, self.lib.dnnl_memory_create(ctypes.byref(self.handle), md, layer.eng.engine, None),
@@ -227,18 +233,146 @@ class _Memory:
             self.handle = ctypes.c_void_p()
 
 
-class ConvLayer:
+def tag(rank: int, channels_last: bool) -> int:
+    """oneDNN's format tag of an (N, C, spatial...) tensor of ``rank`` 3-5: NCHW-like or channels-last."""
+    return (_CHANNELS_LAST if channels_last else _PLAIN)[rank - 2]
+
+
+class Layer:
+    """oneDNN objects of one primitive and the reorders around it, destroyed together; ``run`` of a subclass is
+    serialised by ``lock``.  Every primitive gets scratchpad memory of its own (it may run on any thread)."""
+
+    def __init__(self) -> None:
+        self.eng = engine()
+        self.lib = self.eng.lib
+        self._objects: list[tuple[str, Any]] = []  # (destroy function, handle), released in reverse
+        self._memories: list[_Memory] = []
+        self._scratchpads: list[np.ndarray] = []
+        self.lock = threading.Lock()
+        self.implementation = ""
+
+    # -- construction ------------------------------------------------------------------------
+    def _md(self, dims: Sequence[int], tag: int) -> ctypes.c_void_p:
+        md = ctypes.c_void_p()
+        check(self.lib, self.lib.dnnl_memory_desc_create_with_tag(ctypes.byref(md), len(dims), _dims(dims), _F32,
+                                                                  tag), "dnnl_memory_desc_create_with_tag")
+        self._objects.append(("dnnl_memory_desc_destroy", md))
+        return md
+
+    def _strided_md(self, dims: Sequence[int], strides: Sequence[int]) -> ctypes.c_void_p:
+        md = ctypes.c_void_p()
+        check(self.lib, self.lib.dnnl_memory_desc_create_with_strides(ctypes.byref(md), len(dims), _dims(dims), _F32,
+                                                                      _dims(strides)),
+              "dnnl_memory_desc_create_with_strides")
+        self._objects.append(("dnnl_memory_desc_destroy", md))
+        return md
+
+    def _memory(self, md: Any) -> _Memory:
+        memory = _Memory(self, md)
+        self._memories.append(memory)
+        return memory
+
+    def _made(self, create: str, destroy: str) -> ctypes.c_void_p:
+        handle = ctypes.c_void_p()
+        check(self.lib, getattr(self.lib, create)(ctypes.byref(handle)), create)
+        self._objects.append((destroy, handle))
+        return handle
+
+    def _attr(self) -> ctypes.c_void_p:
+        """A primitive attribute asking for a user scratchpad."""
+        attr = self._made("dnnl_primitive_attr_create", "dnnl_primitive_attr_destroy")
+        check(self.lib, self.lib.dnnl_primitive_attr_set_scratchpad_mode(attr, _SCRATCHPAD_USER),
+              "dnnl_primitive_attr_set_scratchpad_mode")
+        return attr
+
+    def _described(self, pd: ctypes.c_void_p, main: bool = True) -> ctypes.c_void_p:
+        """Keep ``pd`` (made by the caller) for release and note the implementation oneDNN chose (a reorder's
+        only where the layer has no ``main`` primitive)."""
+        self._objects.append(("dnnl_primitive_desc_destroy", pd))
+        info = ctypes.c_char_p()
+        check(self.lib, self.lib.dnnl_primitive_desc_query(pd, _QUERY_IMPL_INFO, 0, ctypes.byref(info)),
+              "dnnl_primitive_desc_query")
+        if main or not self.implementation:
+            self.implementation = (info.value or b"").decode(errors="replace")
+        return pd
+
+    def _primitive(self, pd: ctypes.c_void_p) -> ctypes.c_void_p:
+        prim = ctypes.c_void_p()
+        check(self.lib, self.lib.dnnl_primitive_create(ctypes.byref(prim), pd), "dnnl_primitive_create")
+        self._objects.append(("dnnl_primitive_destroy", prim))
+        return prim
+
+    def _scratchpad(self, pd: Any) -> list[tuple[int, _Memory]]:
+        """The scratchpad argument a primitive asks for (none where it needs none), with memory of its own."""
+        md = self.lib.dnnl_primitive_desc_query_md(pd, _QUERY_SCRATCHPAD_MD, 0)
+        nbytes = int(self.lib.dnnl_memory_desc_get_size(md)) if md else 0
+        if not nbytes:
+            return []
+        scratch = aligned(nbytes)
+        self._scratchpads.append(scratch)
+        memory = self._memory(md)
+        memory.point(scratch.ctypes.data)
+        return [(_ARG_SCRATCHPAD, memory)]
+
+    def _reorder(self, src_md: Any, dst_md: Any, src: _Memory, dst: _Memory) -> tuple[Any, Any]:
+        pd = ctypes.c_void_p()
+        check(self.lib, self.lib.dnnl_reorder_primitive_desc_create(ctypes.byref(pd), src_md, self.eng.engine,
+                                                                    dst_md, self.eng.engine, self._attr()),
+              "dnnl_reorder_primitive_desc_create")
+        self._described(pd, main=False)
+        return self._primitive(pd), self._args([(_ARG_FROM, src), (_ARG_TO, dst)] + self._scratchpad(pd))
+
+    def _same(self, a: Any, b: Any) -> bool:
+        return bool(self.lib.dnnl_memory_desc_equal(a, b))
+
+    def _size(self, md: Any) -> int:
+        return int(self.lib.dnnl_memory_desc_get_size(md))
+
+    @staticmethod
+    def _args(pairs: Sequence[tuple[int, _Memory]]) -> tuple[int, Any]:
+        return len(pairs), (_ExecArg * len(pairs))(*[_ExecArg(a, m.handle.value) for a, m in pairs])
+
+    # -- running -----------------------------------------------------------------------------
+    def _execute(self, prim: Any, args: tuple[int, Any], what: str) -> None:
+        check(self.lib, self.lib.dnnl_primitive_execute(prim, self.eng.stream, args[0], args[1]), what)
+
+    def _wait(self) -> None:
+        check(self.lib, self.lib.dnnl_stream_wait(self.eng.stream), "dnnl_stream_wait")
+
+    def _scratch(self, which: str, nbytes: int) -> int:
+        """The address of this layer's scratch array ``which`` (an attribute, made on first use)."""
+        arr = getattr(self, which, None)
+        if arr is None:
+            arr = aligned(nbytes)
+            setattr(self, which, arr)
+        return arr.ctypes.data
+
+    def release(self) -> None:
+        """Destroy the oneDNN objects (the layer is unusable afterwards)."""
+        with self.lock:
+            for m in self._memories:
+                m.release()
+            for destroy, handle in reversed(self._objects):
+                if handle:
+                    getattr(self.lib, destroy)(handle)
+            self._objects.clear()
+
+    def __del__(self) -> None:
+        try:
+            self.release()
+        except Exception:
+            pass
+
+
+class ConvLayer(Layer):
     """One convolution geometry: the oneDNN convolution with its post-ops, the reorders around it and their
-    channels-last scratch.  ``run`` is serialised per layer."""
+    channels-last scratch."""
 
     def __init__(self, x: Sequence[int], w: Sequence[int], y: Sequence[int], pads: Sequence[int],
                  strides: Sequence[int], dilations: Sequence[int], group: int, bias: bool, summand: bool,
                  relu: bool) -> None:
-        self.eng = eng = engine()
-        self.lib = lib = eng.lib
-        self._objects: list[tuple[str, Any]] = []  # (destroy function, handle), released in reverse
-        self._scratch_memories: list[_Memory] = []
-        self.lock = threading.Lock()
+        super().__init__()
+        lib, eng = self.lib, self.eng
         nd = len(x) - 2
         self.group = group
         w_dims = ((group, w[0] // group) + tuple(w[1:])) if group > 1 else tuple(w)
@@ -249,112 +383,47 @@ class ConvLayer:
         self.md_y_last = self._md(y, _CHANNELS_LAST[nd])
         md_b = self._md((w[0],), _X) if bias else None
         md_w_any = self._md(w_dims, _ANY)
-        attr = self._made("dnnl_primitive_attr_create", "dnnl_primitive_attr_destroy")
+        attr = self._attr()
         ops = self._made("dnnl_post_ops_create", "dnnl_post_ops_destroy")
         if summand:
             check(lib, lib.dnnl_post_ops_append_sum(ops, 1.0, 0, 0), "dnnl_post_ops_append_sum")
         if relu:
             check(lib, lib.dnnl_post_ops_append_eltwise(ops, _ELTWISE_RELU, 0.0, 0.0), "dnnl_post_ops_append_eltwise")
         check(lib, lib.dnnl_primitive_attr_set_post_ops(attr, ops), "dnnl_primitive_attr_set_post_ops")
-        self._user_scratchpad(attr)
-        self._scratchpads: list[np.ndarray] = []
         pd = ctypes.c_void_p()
         check(lib, lib.dnnl_convolution_forward_primitive_desc_create(
             ctypes.byref(pd), eng.engine, _FORWARD_INFERENCE, _CONVOLUTION_DIRECT, self.md_x_last, md_w_any, md_b,
             self.md_y_last, _dims(strides), _dims([d - 1 for d in dilations]), _dims(pads[:nd]), _dims(pads[nd:]),
             attr), "dnnl_convolution_forward_primitive_desc_create")
-        self._objects.append(("dnnl_primitive_desc_destroy", pd))
-        info = ctypes.c_char_p()
-        check(lib, lib.dnnl_primitive_desc_query(pd, _QUERY_IMPL_INFO, 0, ctypes.byref(info)),
-              "dnnl_primitive_desc_query")
-        self.implementation = (info.value or b"").decode(errors="replace")
+        self._described(pd)
         md_w_chosen = ctypes.c_void_p()
         check(lib, lib.dnnl_memory_desc_clone(ctypes.byref(md_w_chosen), lib.dnnl_primitive_desc_query_md(
             pd, _QUERY_WEIGHTS_MD, 0)), "dnnl_memory_desc_clone")
         self._objects.append(("dnnl_memory_desc_destroy", md_w_chosen))
         self.md_w_chosen = md_w_chosen
-        self.weight_bytes = int(lib.dnnl_memory_desc_get_size(md_w_chosen))
-        self.y_bytes = int(lib.dnnl_memory_desc_get_size(self.md_y))
+        self.weight_bytes = self._size(md_w_chosen)
+        self.y_bytes = self._size(self.md_y)
         self.conv = self._primitive(pd)
-        self.m_x, self.m_x_last = _Memory(self, self.md_x), _Memory(self, self.md_x_last)
-        self.m_w, self.m_w_chosen = _Memory(self, self.md_w), _Memory(self, md_w_chosen)
-        self.m_b = _Memory(self, md_b) if bias else None
-        self.m_y, self.m_y_last = _Memory(self, self.md_y), _Memory(self, self.md_y_last)
-        self._memories = [m for m in (self.m_x, self.m_x_last, self.m_w, self.m_w_chosen, self.m_b, self.m_y,
-                                      self.m_y_last) if m is not None]
+        self.m_x, self.m_x_last = self._memory(self.md_x), self._memory(self.md_x_last)
+        self.m_w, self.m_w_chosen = self._memory(self.md_w), self._memory(md_w_chosen)
+        self.m_b = self._memory(md_b) if bias else None
+        self.m_y, self.m_y_last = self._memory(self.md_y), self._memory(self.md_y_last)
         # channels-last equals NCHW where C == 1 or the image is one element: no reorder then
-        self.x_same = bool(lib.dnnl_memory_desc_equal(self.md_x, self.md_x_last))
-        self.y_same = bool(lib.dnnl_memory_desc_equal(self.md_y, self.md_y_last))
-        self.w_same = bool(lib.dnnl_memory_desc_equal(self.md_w, md_w_chosen))
+        self.x_same = self._same(self.md_x, self.md_x_last)
+        self.y_same = self._same(self.md_y, self.md_y_last)
+        self.w_same = self._same(self.md_w, md_w_chosen)
         # the reorders a call may need (none where the two layouts are one)
         self.to_last = None if self.x_same else self._reorder(self.md_x, self.md_x_last, self.m_x, self.m_x_last)
         self.y_to_last = (self._reorder(self.md_y, self.md_y_last, self.m_y, self.m_y_last)
                           if summand and not self.y_same else None)
         self.from_last = None if self.y_same else self._reorder(self.md_y_last, self.md_y, self.m_y_last, self.m_y)
         self.w_reorder = None if self.w_same else self._reorder(self.md_w, md_w_chosen, self.m_w, self.m_w_chosen)
-        self.x_bytes = int(lib.dnnl_memory_desc_get_size(self.md_x))
-        self._x_scratch: np.ndarray | None = None
-        self._y_scratch: np.ndarray | None = None
+        self.x_bytes = self._size(self.md_x)
         self.w_scratch = None if self.w_same else aligned(self.weight_bytes)
         args = [(_ARG_SRC, self.m_x_last), (_ARG_WEIGHTS, self.m_w_chosen), (_ARG_DST, self.m_y_last)]
         if bias:
             args.append((_ARG_BIAS, self.m_b))
         self.conv_args = self._args(args + self._scratchpad(pd))
-
-    # -- construction ------------------------------------------------------------------------
-    def _md(self, dims: Sequence[int], tag: int) -> ctypes.c_void_p:
-        md = ctypes.c_void_p()
-        check(self.lib, self.lib.dnnl_memory_desc_create_with_tag(ctypes.byref(md), len(dims), _dims(dims), _F32,
-                                                                  tag), "dnnl_memory_desc_create_with_tag")
-        self._objects.append(("dnnl_memory_desc_destroy", md))
-        return md
-
-    def _made(self, create: str, destroy: str) -> ctypes.c_void_p:
-        handle = ctypes.c_void_p()
-        check(self.lib, getattr(self.lib, create)(ctypes.byref(handle)), create)
-        self._objects.append((destroy, handle))
-        return handle
-
-    def _primitive(self, pd: ctypes.c_void_p) -> ctypes.c_void_p:
-        prim = ctypes.c_void_p()
-        check(self.lib, self.lib.dnnl_primitive_create(ctypes.byref(prim), pd), "dnnl_primitive_create")
-        self._objects.append(("dnnl_primitive_destroy", prim))
-        return prim
-
-    def _user_scratchpad(self, attr: Any) -> None:
-        check(self.lib, self.lib.dnnl_primitive_attr_set_scratchpad_mode(attr, _SCRATCHPAD_USER),
-              "dnnl_primitive_attr_set_scratchpad_mode")
-
-    def _scratchpad(self, pd: Any) -> list[tuple[int, _Memory]]:
-        """The scratchpad argument a primitive asks for (none where it needs none), with memory of its own."""
-        md = self.lib.dnnl_primitive_desc_query_md(pd, _QUERY_SCRATCHPAD_MD, 0)
-        nbytes = int(self.lib.dnnl_memory_desc_get_size(md)) if md else 0
-        if not nbytes:
-            return []
-        scratch = aligned(nbytes)
-        self._scratchpads.append(scratch)
-        memory = _Memory(self, md)
-        memory.point(scratch.ctypes.data)
-        self._scratch_memories.append(memory)
-        return [(_ARG_SCRATCHPAD, memory)]
-
-    def _reorder(self, src_md: Any, dst_md: Any, src: _Memory, dst: _Memory) -> tuple[Any, Any]:
-        attr = self._made("dnnl_primitive_attr_create", "dnnl_primitive_attr_destroy")
-        self._user_scratchpad(attr)
-        pd = ctypes.c_void_p()
-        check(self.lib, self.lib.dnnl_reorder_primitive_desc_create(ctypes.byref(pd), src_md, self.eng.engine,
-                                                                    dst_md, self.eng.engine, attr),
-              "dnnl_reorder_primitive_desc_create")
-        self._objects.append(("dnnl_primitive_desc_destroy", pd))
-        return self._primitive(pd), self._args([(_ARG_FROM, src), (_ARG_TO, dst)] + self._scratchpad(pd))
-
-    @staticmethod
-    def _args(pairs: Sequence[tuple[int, _Memory]]) -> tuple[int, Any]:
-        return len(pairs), (_ExecArg * len(pairs))(*[_ExecArg(a, m.handle.value) for a, m in pairs])
-
-    # -- running -----------------------------------------------------------------------------
-    def _execute(self, prim: Any, args: tuple[int, Any], what: str) -> None:
-        check(self.lib, self.lib.dnnl_primitive_execute(prim, self.eng.stream, args[0], args[1]), what)
 
     def prepare_weights(self, w: np.ndarray) -> np.ndarray:
         """W (float32, (M, C/group, k...)) in the layout the convolution reads, as a new array."""
@@ -367,16 +436,8 @@ class ConvLayer:
                 self.m_w.point(w.ctypes.data)
                 self.m_w_chosen.point(out.ctypes.data)
                 self._execute(*self.w_reorder, "weight reorder")
-                check(self.lib, self.lib.dnnl_stream_wait(self.eng.stream), "dnnl_stream_wait")
+                self._wait()
         return out
-
-    def _scratch(self, which: str, nbytes: int) -> int:
-        """The address of this layer's channels-last scratch for X or Y (made on first use)."""
-        arr = getattr(self, which)
-        if arr is None:
-            arr = aligned(nbytes)
-            setattr(self, which, arr)
-        return arr.ctypes.data
 
     def run(self, x: int, w: int, b: int, y: int, z: int, prepared: bool, x_last: bool = False,
             z_last: bool = False, y_last: bool = False) -> None:
@@ -412,20 +473,4 @@ class ConvLayer:
             if not direct:
                 self.m_y.point(y)
                 self._execute(*self.from_last, "output reorder")
-            check(self.lib, self.lib.dnnl_stream_wait(self.eng.stream), "dnnl_stream_wait")
-
-    def release(self) -> None:
-        """Destroy the oneDNN objects (the layer is unusable afterwards)."""
-        with self.lock:
-            for m in self._memories + self._scratch_memories:
-                m.release()
-            for destroy, handle in reversed(self._objects):
-                if handle:
-                    getattr(self.lib, destroy)(handle)
-            self._objects.clear()
-
-    def __del__(self) -> None:
-        try:
-            self.release()
-        except Exception:
-            pass
+            self._wait()

@@ -117,7 +117,10 @@ class Device:
         attrs)``, where present, limits it to the cases it serves; ``fn.native(..., natives)``
         (the work inside a submission) lets recordings hold it; ``fn.specialize(inputs, outputs,
         attrs, constants)``, where present, returns the op for a plan whose inputs ``constants``
-        (index -> NumPy array) never change, so it can prepare them once.
+        (index -> NumPy array) never change, so it can prepare them once.  An op with
+        ``private_layout`` (a name), ``layout_input(index)`` and ``with_layout(in_private,
+        out_private)`` can exchange tensors in a layout of its own with its neighbours in a plan
+        (``devicelayer/graph/layout.py``).
         """
         return None
 

@@ -39,9 +39,9 @@ def _run_poisoned(op, arrays, shape, **attrs):
 
 def _route(ins, outs, attrs):
     host = dl.device("host")
-    key = (ins[0].dtype, tuple(t.shape for t in ins), outs[0].shape, tuple(attrs["pads"]), tuple(attrs["strides"]),
+    key = (tuple(t.shape for t in ins), outs[0].shape, tuple(attrs["pads"]), tuple(attrs["strides"]),
            tuple(attrs["dilations"]), attrs["group"], attrs.get("activation") == "relu")
-    return host.conv_routes[key]
+    return host.onednn_layers[("conv", key, ())]
 
 
 def _random_conv(rng):
@@ -218,3 +218,175 @@ def test_convolutions_it_cannot_take_run_numpy(rng):
                                rtol=1e-12, atol=1e-12)
     assert not host.vendor_op("conv").accepts([TensorType(x.shape, x.dtype), TensorType(w.shape, w.dtype)],
                                               [TensorType(want.shape, np.float64)], checked)
+
+
+# -- pools, batch normalization, channel shuffle and concat through oneDNN -------------------------------------
+
+def _random_pool(rng, op):
+    nd = int(rng.integers(1, 4))
+    k = [int(rng.integers(1, 4)) for _ in range(nd)]
+    d = [int(rng.integers(1, 3)) for _ in range(nd)]
+    attrs = {"kernel_shape": k, "strides": [int(rng.integers(1, 4)) for _ in range(nd)], "dilations": d,
+             "ceil_mode": int(rng.integers(0, 2))}
+    if rng.random() < 0.2:
+        attrs["auto_pad"] = str(rng.choice(["SAME_UPPER", "SAME_LOWER", "VALID"]))
+    else:
+        attrs["pads"] = [int(rng.integers(0, ki)) for ki in k + k]
+    if op == "average_pool":
+        attrs["count_include_pad"] = int(rng.integers(0, 2))
+    size = [int(rng.integers((ki - 1) * di + 1, (ki - 1) * di + 9)) for ki, di in zip(k, d)]
+    return rng.standard_normal((int(rng.integers(1, 3)), int(rng.integers(1, 9)), *size)).astype(np.float32), attrs
+
+
+def _onednn_ran(op, arrays, out_shape, checked):
+    """Whether the host's oneDNN layer for this call exists (built by the call just made)."""
+    vendor = dl.device("host").vendor_op(op)
+    return vendor.route([TensorType(a.shape, a.dtype) for a in arrays], [TensorType(out_shape, np.dtype(np.float32))],
+                        checked) is not None
+
+
+@pytest.mark.parametrize("op", ["max_pool", "average_pool"])
+def test_random_pools_match_the_float64_reference(op):
+    rng = np.random.default_rng(7 if op == "max_pool" else 8)
+    through = 0
+    for case in range(120):
+        x, attrs = _random_pool(rng, op)
+        ref, checked = _reference(op, [x], **attrs)
+        got = _run_poisoned(op, [x], ref.shape, **attrs)
+        assert np.abs(got - ref).max() <= 1e-5 * (np.abs(ref).max() + 1), (case, x.shape, attrs)
+        through += _onednn_ran(op, [x], ref.shape, checked)
+    assert through >= 80  # most geometries run oneDNN (the rest: windows in padding only, ceil past the pads)
+
+
+@pytest.mark.parametrize("op", ["global_average_pool", "global_max_pool"])
+@pytest.mark.parametrize("shape", [(2, 5, 7), (1, 9, 6, 4), (2, 3, 2, 3, 4)])
+def test_global_pools_through_onednn(op, shape, rng):
+    x = rng.standard_normal(shape).astype(np.float32)
+    ref, checked = _reference(op, [x])
+    np.testing.assert_allclose(_run_poisoned(op, [x], ref.shape), ref, rtol=1e-5, atol=1e-6)
+    assert _onednn_ran(op, [x], ref.shape, checked)
+
+
+def test_average_pool_counting_padding_past_the_end_pad_runs_numpy(rng):
+    # ceil_mode adds a window reaching past the end pad: the op counts none of it, oneDNN would count it all
+    x = rng.standard_normal((1, 2, 6, 6)).astype(np.float32)
+    attrs = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1, "count_include_pad": 1}
+    ref, checked = _reference("average_pool", [x], **attrs)
+    np.testing.assert_allclose(_run_poisoned("average_pool", [x], ref.shape, **attrs), ref, rtol=1e-6, atol=1e-6)
+    assert not _onednn_ran("average_pool", [x], ref.shape, checked)
+    attrs["count_include_pad"] = 0  # excluding padding, the extra window is padding excluded as well: oneDNN
+    ref, checked = _reference("average_pool", [x], **attrs)
+    np.testing.assert_allclose(_run_poisoned("average_pool", [x], ref.shape, **attrs), ref, rtol=1e-6, atol=1e-6)
+    assert _onednn_ran("average_pool", [x], ref.shape, checked)
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 7), (1, 16, 6, 4), (2, 3, 2, 3, 4)])
+@pytest.mark.parametrize("activation", [None, "relu"])
+def test_batch_normalization_through_onednn(shape, activation, rng):
+    c = shape[1]
+    arrays = [rng.standard_normal(shape).astype(np.float32), rng.standard_normal(c).astype(np.float32),
+              rng.standard_normal(c).astype(np.float32), rng.standard_normal(c).astype(np.float32),
+              rng.uniform(0.2, 2.0, c).astype(np.float32)]
+    attrs = {"epsilon": 1e-3, **({"activation": activation} if activation else {})}
+    ref, checked = _reference("batch_normalization", arrays, **attrs)
+    np.testing.assert_allclose(_run_poisoned("batch_normalization", arrays, shape, **attrs), ref, rtol=1e-5,
+                               atol=1e-5)
+    assert _onednn_ran("batch_normalization", arrays, shape, checked)
+
+
+@pytest.mark.parametrize("shape,group", [((2, 6, 3, 4), 2), ((1, 12, 5), 3), ((1, 12, 2, 3, 2), 4), ((1, 8, 3, 3), 8)])
+def test_channel_shuffle_through_onednn(shape, group, rng):
+    x = rng.standard_normal(shape).astype(np.float32)
+    ref, checked = _reference("channel_shuffle", [x], group=group)
+    np.testing.assert_array_equal(_run_poisoned("channel_shuffle", [x], shape, group=group), ref.astype(np.float32))
+    assert _onednn_ran("channel_shuffle", [x], shape, checked)
+
+
+def test_channel_concat_through_onednn_and_other_axes_through_numpy(rng):
+    arrays = [rng.standard_normal((2, c, 5, 3)).astype(np.float32) for c in (3, 1, 6)]
+    ref, checked = _reference("concat", arrays, axis=1)
+    np.testing.assert_array_equal(_run_poisoned("concat", arrays, ref.shape, axis=1), ref.astype(np.float32))
+    assert _onednn_ran("concat", arrays, ref.shape, checked)
+    arrays = [rng.standard_normal((2, 3, 5, c)).astype(np.float32) for c in (3, 1)]
+    ref, checked = _reference("concat", arrays, axis=-1)
+    np.testing.assert_array_equal(_run_poisoned("concat", arrays, ref.shape, axis=-1), ref.astype(np.float32))
+    assert not _onednn_ran("concat", arrays, ref.shape, checked)
+
+
+def _last(a):
+    """``a`` (N, C, spatial...) as channels-last memory, flat."""
+    return np.ascontiguousarray(np.moveaxis(a, 1, -1)).reshape(-1)
+
+
+def _layer_in_layouts(op, arrays, out_shape, attrs, in_last, out_last):
+    """The op's oneDNN layer run on ``arrays`` with inputs ``in_last`` and the output in channels-last memory."""
+    vendor = dl.device("host").vendor_op(op).with_layout(frozenset(in_last), out_last)
+    checked, _ = get(op).prepare([TensorType(a.shape, a.dtype) for a in arrays], dict(attrs))
+    layer = vendor.route([TensorType(a.shape, a.dtype) for a in arrays], [TensorType(out_shape, np.dtype(np.float32))],
+                         checked)
+    assert layer is not None
+    mem = [_last(a) if i in in_last else np.ascontiguousarray(a).reshape(-1) for i, a in enumerate(arrays)]
+    y = np.full(int(np.prod(out_shape)), np.nan, np.float32)
+    vendor._call(layer, [m.ctypes.data for m in mem] + [y.ctypes.data], vendor._binding)()
+    if out_last:
+        lead = (out_shape[0], *out_shape[2:], out_shape[1])
+        return np.moveaxis(y.reshape(lead), -1, 1)
+    return y.reshape(out_shape)
+
+
+@pytest.mark.parametrize("x_last", [False, True])
+@pytest.mark.parametrize("y_last", [False, True])
+def test_layers_read_and_write_either_layout(x_last, y_last, rng):
+    x = rng.standard_normal((2, 6, 5, 7)).astype(np.float32)
+    params = [rng.standard_normal(6).astype(np.float32) for _ in range(3)] + [rng.uniform(0.5, 2, 6).astype(np.float32)]
+    cases = [("max_pool", [x], {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [1, 0, 1, 1]}),
+             ("average_pool", [x], {"kernel_shape": [2, 3], "strides": [1, 2], "pads": [1, 1, 0, 1]}),
+             ("batch_normalization", [x, *params], {"activation": "relu"}),
+             ("channel_shuffle", [x], {"group": 3})]
+    for op, arrays, attrs in cases:
+        ref, _ = _reference(op, arrays, **attrs)
+        got = _layer_in_layouts(op, arrays, ref.shape, attrs, {0} if x_last else set(), y_last)
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5, err_msg=op)
+    parts = [rng.standard_normal((2, c, 5, 7)).astype(np.float32) for c in (2, 5, 3)]
+    ref, _ = _reference("concat", parts, axis=1)
+    got = _layer_in_layouts("concat", parts, ref.shape, {"axis": 1}, {1} if x_last else {0, 2}, y_last)
+    np.testing.assert_array_equal(got, ref.astype(np.float32))
+
+
+def _weights(g, rng, m, c, k):
+    return g.constant((rng.standard_normal((m, c, k, k)) / np.sqrt(c * k * k)).astype(np.float32))
+
+
+def test_channels_last_flows_through_pools_norms_shuffles_concats_and_pointwise_ops(rng):
+    g = dl.Graph()
+    x = g.input("x", (1, 8, 12, 12))
+    a = g.conv(x, _weights(g, rng, 8, 8, 3), pads=[1, 1, 1, 1], name="a")
+    p = g.max_pool(a, kernel_shape=[2, 2], strides=[2, 2], name="pool")
+    b = g.conv(p, _weights(g, rng, 12, 8, 1), name="b")
+    s = g.channel_shuffle(b, group=3, name="shuffle")
+    n = g.batch_normalization(s, *[g.constant(rng.uniform(0.5, 1.5, 12).astype(np.float32)) for _ in range(4)],
+                              activation="relu", name="norm")
+    c = g.conv(n, _weights(g, rng, 4, 12, 3), pads=[1, 1, 1, 1], name="c")
+    r = g.relu(c, name="relu")  # pointwise: carries the layout
+    half = g.mul(r, g.constant(np.float32(0.5)), name="half")  # a one-element operand broadcasts in any layout
+    both = g.add(half, c, name="both")  # two same-shape operands, both channels-last
+    e = g.conv(n, _weights(g, rng, 4, 12, 1), name="e")
+    biased = g.add(e, g.constant(rng.standard_normal((1, 4, 1, 1)).astype(np.float32)), name="biased")
+    cat = g.concat(both, biased, p, axis=1, name="cat")
+    y = g.conv(cat, _weights(g, rng, 6, 16, 1), name="d")
+    z = g.global_average_pool(y, name="gap")
+    g.output("z", z)
+    plan = g.compile(["host"])
+    feeds = {"x": rng.standard_normal((1, 8, 12, 12)).astype(np.float32)}
+    got, want = plan(**feeds), _numpy_graph(g, feeds)
+    np.testing.assert_allclose(got["z"], want["z"], rtol=1e-4, atol=1e-4)
+    from devicelayer.kernels.runner import vendor_of
+
+    steps = {s.node.name: s for s in plan._prepared.steps if s.kind == "node"}
+    binding = {name: vendor_of(s.op_plan)._binding for name, s in steps.items() if vendor_of(s.op_plan) is not None}
+    assert binding["a"].out_last and binding["pool"].in_last == {0} and binding["pool"].out_last
+    assert binding["b"].in_last == {0} and binding["shuffle"].in_last == {0} and binding["norm"].out_last
+    assert binding["c"].in_last == {0} and binding["c"].out_last  # relu, mul by a scalar and add carry it
+    assert not binding["e"].out_last  # an add broadcasting a (1, C, 1, 1) operand reads NCHW
+    assert binding["cat"].in_last == {0, 2} and binding["cat"].out_last
+    assert binding["d"].in_last == {0} and binding["d"].out_last and binding["gap"].in_last == {0}

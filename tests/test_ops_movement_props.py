@@ -267,6 +267,10 @@ MISUSE = [
     ("depth_to_space", [(1, 8, 2, 2)], {"blocksize": 2, "mode": "XYZ"}),
     ("depth_to_space", [(8, 2, 2)], {"blocksize": 2}),
     ("depth_to_space", [(1, 8, 2, 2)], {"blocksize": 0}),
+    ("channel_shuffle", [(1, 6, 2, 2)], {"group": 4}),
+    ("channel_shuffle", [(1, 6, 2, 2)], {"group": 0}),
+    ("channel_shuffle", [(6,)], {"group": 2}),
+    ("channel_shuffle", [(1, 6, 2, 2)], {}),
     ("space_to_depth", [(1, 2, 3, 4)], {"blocksize": 2}),
     ("space_to_depth", [(1, 2, 4, 4)], {}),
     ("max_pool", [(1, 2, 5, 5)], {}),
@@ -328,7 +332,8 @@ def test_checked_attributes_check_again_to_themselves():
     from op_cases import all_cases
 
     mine = {"max_pool", "average_pool", "global_average_pool", "global_max_pool", "concat", "split", "slice", "pad",
-            "transpose", "reshape", "flatten", "squeeze", "unsqueeze", "gather", "depth_to_space", "space_to_depth"}
+            "transpose", "reshape", "flatten", "squeeze", "unsqueeze", "gather", "depth_to_space", "space_to_depth",
+            "channel_shuffle"}
     rng = np.random.default_rng(0)
     for case in [c for c in all_cases() if c.op in mine]:
         op = OPS[case.op]

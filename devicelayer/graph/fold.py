@@ -77,7 +77,8 @@ def fold_affine(graph: Graph) -> Graph:
     skip: set[int] = set()
     for node in nodes:
         if (id(node) in skip or node.op not in _ABSORBERS or node.attrs.get("activation") is not None
-                or (node.op == "conv" and len(node.inputs) > 3) or any(v.constant is None or v.dtype.kind != "f" for v in node.inputs[1:])):
+                or (node.op == "conv" and len(node.inputs) > 3)
+                or any(v.constant is None or v.dtype.kind != "f" for v in node.inputs[1:])):
             continue  # (an activation or a summand after the conv would not commute with the affine map)
         a = b = None
         last = node
@@ -94,7 +95,7 @@ def fold_affine(graph: Graph) -> Graph:
             merged[id(node)] = (_absorb(node, a, b), {}, last, [])
     if not merged:
         return graph
-    return _rebuild(graph, nodes, skip, merged)
+    return rebuild(graph, nodes, skip, merged)
 
 
 def fuse_activations(graph: Graph) -> Graph:
@@ -153,14 +154,16 @@ def fuse_activations(graph: Graph) -> Graph:
     for conv_id, before in moves.items():  # a conv with a summand runs where the add ran
         conv = next(n for n in nodes if id(n) == conv_id)
         order.insert(order.index(before), conv)
-    return _rebuild(graph, order, skip, changes)
+    return rebuild(graph, order, skip, changes)
 
 
-def _rebuild(graph: Graph, nodes: list[Node], skip: set[int],
-             changes: dict[int, tuple[list[np.ndarray] | None, dict, Node, list[Value]]]) -> Graph:
+def rebuild(graph: Graph, nodes: list[Node], skip: set[int],
+            changes: dict[int, tuple[list[np.ndarray] | None, dict, Node, list[Value]]],
+            ops: dict[int, tuple[str, dict]] | None = None) -> Graph:
     """A copy of ``graph`` without the ``skip`` nodes; a changed node (id -> (new constant parameters or None,
     extra attributes, last node it stands for, extra inputs)) takes the parameters, attributes and inputs and
-    gives the outputs of the last node it stands for."""
+    gives the outputs of the last node it stands for; a node in ``ops`` (id -> (op, attributes)) is made as
+    that op instead."""
     new = Graph(graph.name)
     vmap: dict[int, Value] = {id(v): new.input(v.name, v.shape, v.dtype) for v in graph.inputs}
     kept = [n for n in nodes if id(n) not in skip]
@@ -175,7 +178,8 @@ def _rebuild(graph: Graph, nodes: list[Node], skip: set[int],
         if params is not None:
             inputs[1:] = [new.constant(p) for p in params]
         inputs += [vmap[id(v)] for v in more]
-        outs = new.apply(node.op, inputs, name=node.name, **{**node.attrs, **extra})
+        op, attrs = (ops or {}).get(id(node), (node.op, {**node.attrs, **extra}))
+        outs = new.apply(op, inputs, name=node.name, **attrs)
         for old, out in zip(last.outputs, outs):
             vmap[id(old)] = out
     for name, v in graph.outputs.items():

@@ -39,7 +39,7 @@ INT_BINARY = ["add", "sub", "mul", "max", "min", "where"]
 #: ops whose output is exact when their inputs are (no rounding)
 EXACT = {"relu", "neg", "abs", "floor", "ceil", "clip", "max", "min", "where", "reduce_max", "reduce_min",
          "max_pool", "global_max_pool", "cast", "concat", "split", "slice", "transpose", "reshape", "flatten",
-         "squeeze", "unsqueeze", "pad", "gather", "depth_to_space", "space_to_depth"}
+         "squeeze", "unsqueeze", "pad", "gather", "depth_to_space", "space_to_depth", "channel_shuffle"}
 #: ops that accumulate many products or terms: their inputs are perturbed too
 ACCUMULATE = {"matmul", "gemm", "conv", "conv_transpose", "sum", "mean", "average_pool", "global_average_pool",
               "softmax", "log_softmax", "layer_normalization", "lrn"}
@@ -455,8 +455,13 @@ def _movement(g: _Gen, x: int) -> int | None:
     v = g.vals[x]
     shape, rank = v.type.shape, len(v.type.shape)
     op = g.pick(["reshape", "flatten", "squeeze", "unsqueeze", "transpose", "concat", "slice", "pad", "gather",
-                 "split", "depth_to_space", "space_to_depth"])
+                 "split", "depth_to_space", "space_to_depth", "channel_shuffle"])
     same = g.same(x)
+    if op == "channel_shuffle":
+        if rank < 2:
+            return None
+        groups = [d for d in range(1, shape[1] + 1) if shape[1] % d == 0]
+        return g.node(op, [x], {"group": groups[g.int(0, len(groups) - 1)]}, same)
     if op == "reshape":
         dims = _factor(g, v.type.size)
         if g.int(0, 1):

@@ -111,7 +111,7 @@ class ExecutionPlan:
         types = infer_types(self.graph, self._nodes, input_types)
         placement = place(self.graph, self._nodes, types, self.devices, self._explicit, self._strict, self._policy)
         steps, transfers = self._schedule(placement, types)
-        negotiate(steps, {id(v) for v in self.graph.outputs.values()})
+        negotiate(steps, {id(v) for v in self.graph.outputs.values()}, types)
         prepared = self._allocate(types, placement, steps, transfers)
         self._cache[key] = prepared
         return prepared

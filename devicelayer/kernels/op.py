@@ -68,6 +68,10 @@ class Op:
     max_inputs: int = 1
     #: output 0 is input 0 with another shape: an Alias step on every device (no copy, no kernel)
     alias: bool = False
+    #: each output element is a function of the input elements at its own index alone (inputs of the output's
+    #: shape, or broadcast from one element): any element order works, so a plan may run it on tensors held
+    #: in a device-private layout (``graph/layout.py``)
+    pointwise: bool = False
 
     def error(self, message: str) -> InvalidArgument:
         """An InvalidArgument naming the op."""

@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import DeviceLayerError, GraphError, InvalidArgument, UnsupportedOp
 from ..graph.fold import fold_affine, fuse_activations
 from ..graph.ir import Graph, Value
+from ..graph.shuffle import fuse_channel_shuffles
 
 #: op types never folded even when their inputs are constant (not deterministic)
 _NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
@@ -248,7 +249,8 @@ def _input_shape(vi: Any, input_shapes: Mapping[str, Sequence[int]] | None) -> t
 
 def convert(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None, fold: bool = True) -> Graph:
     """Build a Graph from a checked ModelProto (``fold``: per-channel affine maps folded into the conv or
-    batch normalization before them and ReLUs into convs, see ``devicelayer.graph.fold``)."""
+    batch normalization before them and ReLUs into convs, see ``devicelayer.graph.fold``; reshape-transpose-reshape
+    channel shuffles made one ``channel_shuffle``, see ``devicelayer.graph.shuffle``)."""
     from .converters import CONVERTERS
 
     onnx = _onnx()
@@ -341,7 +343,7 @@ def convert(model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None,
         if v.name in g.outputs:
             v = ctx.as_value(np.array(x)) if isinstance(x, np.ndarray) else v
         g.output(vo.name, v)
-    return fuse_activations(fold_affine(g)) if fold else g
+    return fuse_channel_shuffles(fuse_activations(fold_affine(g))) if fold else g
 
 
 def _fold_or_shape(ctx: Context, node: Any, ir: int) -> list[np.ndarray]:

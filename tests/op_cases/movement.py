@@ -1,5 +1,5 @@
 """Cases for the data movement ops: concat, split, slice, pad, transpose, reshape, flatten, squeeze,
-unsqueeze, gather, depth_to_space, space_to_depth."""
+unsqueeze, gather, depth_to_space, space_to_depth, channel_shuffle."""
 
 import numpy as np
 
@@ -40,6 +40,7 @@ for dt in DTYPES:
     case("gather", [data(6, 5, dtype=dt), rand_idx((4,), 6)], {"axis": 0}, f"rows-{dt}", dt)
     case("depth_to_space", [data(1, 8, 2, 3, dtype=dt)], {"blocksize": 2}, f"dcr-{dt}", dt)
     case("space_to_depth", [data(2, 3, 4, 6, dtype=dt)], {"blocksize": 2}, f"bs2-{dt}", dt)
+    case("channel_shuffle", [data(2, 6, 3, 5, dtype=dt)], {"group": 2}, f"g2-{dt}", dt)
     case("flatten", [data(2, 3, 4, dtype=dt)], {"axis": 2}, f"axis2-{dt}", dt)
     case("squeeze", [data(1, 3, 1, 2, dtype=dt)], {}, f"all-{dt}", dt)
     case("unsqueeze", [data(3, 2, dtype=dt)], {"axes": [0, -1]}, f"ends-{dt}", dt)
@@ -118,3 +119,10 @@ case("depth_to_space", [data(1, 5, 2, 2)], {"blocksize": 1}, "bs1")
 case("depth_to_space", [data(2, 64, 40, 33)], {"blocksize": 4}, "large")
 case("space_to_depth", [data(1, 2, 6, 9)], {"blocksize": 3}, "bs3")
 case("space_to_depth", [data(2, 16, 64, 64)], {"blocksize": 4}, "large")
+# channel_shuffle
+case("channel_shuffle", [data(1, 12, 7, 7)], {"group": 3}, "g3")
+case("channel_shuffle", [data(1, 12, 7, 7)], {"group": 4}, "g4-asymmetric")
+case("channel_shuffle", [data(2, 5, 3)], {"group": 1}, "g1-1d")
+case("channel_shuffle", [data(1, 8, 2, 3, 2)], {"group": 8}, "g-all-3d")
+case("channel_shuffle", [data(3, 10)], {"group": 5}, "2d")
+case("channel_shuffle", [data(1, 240, 28, 28)], {"group": 3}, "shufflenet")

@@ -142,6 +142,7 @@ class Binary(Op):
 
     min_inputs = 2
     max_inputs = 2
+    pointwise = True
     #: dialect expression of ``va``, ``vb`` (floats: as ACC; integers: as T)
     expr: str = ""
     #: the same for integer element types (empty: floats only)
@@ -233,6 +234,7 @@ class Where(Op):
     """where(cond, x, y): x where cond is nonzero, else y; all three broadcast."""
 
     name = "where"
+    pointwise = True
     min_inputs = 3
     max_inputs = 3
     kernel_dtypes = frozenset({"float32", "float16", "int32", "int64"})
@@ -288,6 +290,7 @@ class Prelu(Op):
     """prelu(x, slope): x where x >= 0, else slope * x; slope broadcasts to x's shape (ONNX PRelu)."""
 
     name = "prelu"
+    pointwise = True
     min_inputs = 2
     max_inputs = 2
 

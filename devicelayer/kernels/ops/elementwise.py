@@ -22,6 +22,8 @@ def _np_erf(x: np.ndarray) -> np.ndarray:
 class Unary(Op):
     """An op y = f(x, a, b) applied to every element; ``a``/``b`` are its float attributes."""
 
+    pointwise = True
+
     #: dialect expression of ``v`` (the element as ACC) and scalars ``a``, ``b``
     expr: str = ""
     #: attribute names mapped to the scalars a and b, with defaults
@@ -198,6 +200,7 @@ class Cast(Op):
     """cast(x, to=dtype): conversion as NumPy's astype (floats to ints truncate toward zero)."""
 
     name = "cast"
+    pointwise = True
     kernel_dtypes = frozenset({"float32", "float16", "float64", "int32", "int64", "uint32"})
 
     def check(self, inputs, attrs):

@@ -1,5 +1,5 @@
 """Data movement: concat, split, slice, pad, transpose, reshape, flatten, squeeze, unsqueeze, gather,
-depth_to_space, space_to_depth (ONNX semantics).
+depth_to_space, space_to_depth (ONNX semantics), and channel_shuffle (ShuffleNet's channel interleave).
 
 Most of them are one strided copy: the output (or a block of it) is walked as an
 up-to-6-D box; each point reads the input at ``xo + sum(c[k] * a[k])`` and
@@ -13,6 +13,7 @@ reshape, flatten, squeeze and unsqueeze are views: an Alias step, no copy.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -784,6 +785,44 @@ class SpaceToDepth(Movement):
         shape, perm = self._view(x.shape, attrs)
         out = self.infer([TensorType(x.shape, x.dtype)], attrs)[0].shape
         return [np.ascontiguousarray(x.reshape(shape).transpose(perm)).reshape(out)]
+
+    def plan(self, inputs, outputs, attrs, info):
+        shape, perm = self._view(inputs[0].shape, attrs)
+        return permuted_copy(self, inputs[0].dtype, shape, perm, info)
+
+
+
+@register
+class ChannelShuffle(Movement):
+    """channel_shuffle(x, group): (N, C, ...) with C = group·k; output channel j·group + i is input channel
+    i·k + j (ShuffleNet's reshape to (N, group, k, ...), transpose of those two, reshape back, as one op)."""
+
+    name = "channel_shuffle"
+
+    def check(self, inputs, attrs):
+        refuse_unknown(self, attrs, ["group"])
+        shape = inputs[0].shape
+        if len(shape) < 2:
+            raise self.error(f"needs an (N, C, ...) input of rank 2 or more, got {tuple(shape)}")
+        group = int_attr(self, attrs, "group", required=True)
+        if group < 1:
+            raise self.error(f"group must be >= 1, got {group}")
+        if shape[1] % group:
+            raise self.error(f"channels ({shape[1]}) are not a multiple of group ({group})")
+        return {"group": group}
+
+    @staticmethod
+    def _view(shape, attrs):
+        group = attrs["group"]
+        return (shape[0], group, shape[1] // group, math.prod(shape[2:])), (0, 2, 1, 3)
+
+    def infer(self, inputs, attrs):
+        return [TensorType.of(inputs[0].shape, inputs[0].dtype)]
+
+    def reference(self, inputs, attrs):
+        x = inputs[0]
+        shape, perm = self._view(x.shape, attrs)
+        return [np.ascontiguousarray(x.reshape(shape).transpose(perm)).reshape(x.shape)]
 
     def plan(self, inputs, outputs, attrs, info):
         shape, perm = self._view(inputs[0].shape, attrs)

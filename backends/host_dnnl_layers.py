@@ -1,0 +1,153 @@
+"""oneDNN pooling, batch normalization, channel shuffle and concatenation layers for the host backend (ctypes).
+
+Each layer is one primitive built for fixed layouts: it reads its inputs in the
+layout they are in (NCHW or channels-last, as the plan negotiated) and writes
+its output in the layout it reads, reordered where the reader wants the other.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from typing import Any, Sequence
+
+from .host_dnnl import (ARG_DST, ARG_MEAN, ARG_MULTIPLE_SRC, ARG_SCALE, ARG_SHIFT, ARG_SRC, ARG_VARIANCE,
+                        FORWARD_INFERENCE, Layer, _dims, _X, check, tag)
+
+POOL_MAX, POOL_AVG_INCLUDE_PAD, POOL_AVG_EXCLUDE_PAD = 0x1FF, 0x2FF, 0x3FF
+_USE_GLOBAL_STATS, _USE_SCALE, _USE_SHIFT, _FUSE_RELU = 0x1, 0x2, 0x4, 0x8
+
+
+class _OutputLayer(Layer):
+    """A primitive writing its output in the layout it reads; a reorder follows where Y is wanted in the other."""
+
+    def _output(self, y: Sequence[int], computed_last: bool, want_last: bool) -> Any:
+        md = self._md(y, tag(len(y), computed_last))
+        self.m_computed = self._memory(md)
+        self.y_reorder = None
+        if want_last != computed_last:
+            md_y = self._md(y, tag(len(y), want_last))
+            if not self._same(md, md_y):
+                self.m_y = self._memory(md_y)
+                self.y_reorder = self._reorder(md, md_y, self.m_computed, self.m_y)
+                self.y_bytes = self._size(md)
+        return md
+
+    def _finish(self, prim: Any, args: tuple[int, Any], y: int, what: str) -> None:
+        """Run ``prim`` (its inputs pointed at already) into Y at ``y``, through the reorder where there is one."""
+        direct = self.y_reorder is None
+        self.m_computed.point(y if direct else self._scratch("_y_scratch", self.y_bytes))
+        self._execute(prim, args, what)
+        if not direct:
+            self.m_y.point(y)
+            self._execute(*self.y_reorder, "output reorder")
+        self._wait()
+
+
+class PoolLayer(_OutputLayer):
+    """A max or average pool (``alg``) of one geometry; pads as oneDNN takes them (the end pads reach the last
+    window)."""
+
+    def __init__(self, x: Sequence[int], y: Sequence[int], alg: int, kernel: Sequence[int], strides: Sequence[int],
+                 dilations: Sequence[int], pads_begin: Sequence[int], pads_end: Sequence[int], x_last: bool,
+                 y_last: bool) -> None:
+        super().__init__()
+        md_x = self._md(x, tag(len(x), x_last))
+        self.m_x = self._memory(md_x)
+        md_y = self._output(y, x_last, y_last)
+        pd = ctypes.c_void_p()
+        check(self.lib, self.lib.dnnl_pooling_forward_primitive_desc_create(
+            ctypes.byref(pd), self.eng.engine, FORWARD_INFERENCE, alg, md_x, md_y, _dims(strides), _dims(kernel),
+            _dims([d - 1 for d in dilations]), _dims(pads_begin), _dims(pads_end), self._attr()),
+            "dnnl_pooling_forward_primitive_desc_create")
+        self._described(pd)
+        self.prim = self._primitive(pd)
+        self.args = self._args([(ARG_SRC, self.m_x), (ARG_DST, self.m_computed)] + self._scratchpad(pd))
+
+    def run(self, x: int, y: int) -> None:
+        """Y = pool(X) at these addresses."""
+        with self.lock:
+            self.m_x.point(x)
+            self._finish(self.prim, self.args, y, "pooling")
+
+
+class NormLayer(_OutputLayer):
+    """Batch normalization with given statistics (inference), ReLU fused where asked."""
+
+    def __init__(self, x: Sequence[int], epsilon: float, relu: bool, x_last: bool, y_last: bool) -> None:
+        super().__init__()
+        md_x = self._md(x, tag(len(x), x_last))
+        self.m_x = self._memory(md_x)
+        md_y = self._output(x, x_last, y_last)
+        flags = _USE_GLOBAL_STATS | _USE_SCALE | _USE_SHIFT | (_FUSE_RELU if relu else 0)
+        pd = ctypes.c_void_p()
+        check(self.lib, self.lib.dnnl_batch_normalization_forward_primitive_desc_create(
+            ctypes.byref(pd), self.eng.engine, FORWARD_INFERENCE, md_x, md_y, epsilon, flags, self._attr()),
+            "dnnl_batch_normalization_forward_primitive_desc_create")
+        self._described(pd)
+        self.prim = self._primitive(pd)
+        md_c = self._md((x[1],), _X)
+        self.m_params = [self._memory(md_c) for _ in range(4)]  # scale, shift, mean, variance
+        params = zip((ARG_SCALE, ARG_SHIFT, ARG_MEAN, ARG_VARIANCE), self.m_params)
+        self.args = self._args([(ARG_SRC, self.m_x), (ARG_DST, self.m_computed), *params] + self._scratchpad(pd))
+
+    def run(self, x: int, scale: int, bias: int, mean: int, var: int, y: int) -> None:
+        """Y = (X - mean) / sqrt(var + epsilon) * scale + bias (then ReLU) at these addresses."""
+        with self.lock:
+            self.m_x.point(x)
+            for m, ptr in zip(self.m_params, (scale, bias, mean, var)):
+                m.point(ptr)
+            self._finish(self.prim, self.args, y, "batch normalization")
+
+
+class ShuffleLayer(Layer):
+    """A channel shuffle as one reorder: output channel j·group + i is input channel i·(C/group) + j, each side
+    NCHW or channels-last (every tensor seen as (N, C/group, group, spatial) with its own strides)."""
+
+    def __init__(self, x: Sequence[int], group: int, x_last: bool, y_last: bool) -> None:
+        super().__init__()
+        n, c, s = x[0], x[1], math.prod(x[2:])
+        k = c // group
+        dims = (n, k, group, s)
+        src = (c * s, 1, k, c) if x_last else (c * s, s, k * s, 1)
+        dst = (c * s, group, 1, c) if y_last else (c * s, group * s, s, 1)
+        md_x, md_y = self._strided_md(dims, src), self._strided_md(dims, dst)
+        self.m_x, self.m_y = self._memory(md_x), self._memory(md_y)
+        self.prim, self.args = self._reorder(md_x, md_y, self.m_x, self.m_y)
+
+    def run(self, x: int, y: int) -> None:
+        """Y = channel_shuffle(X) at these addresses."""
+        with self.lock:
+            self.m_x.point(x)
+            self.m_y.point(y)
+            self._execute(self.prim, self.args, "shuffle")
+            self._wait()
+
+
+class ConcatLayer(Layer):
+    """Tensors joined along ``axis``, each read in its own layout, Y written in its own."""
+
+    def __init__(self, xs: Sequence[Sequence[int]], y: Sequence[int], axis: int, xs_last: Sequence[bool],
+                 y_last: bool) -> None:
+        super().__init__()
+        mds = [self._md(x, tag(len(x), last)) for x, last in zip(xs, xs_last)]
+        md_y = self._md(y, tag(len(y), y_last))
+        self.m_xs = [self._memory(md) for md in mds]
+        self.m_y = self._memory(md_y)
+        pd = ctypes.c_void_p()
+        check(self.lib, self.lib.dnnl_concat_primitive_desc_create(
+            ctypes.byref(pd), self.eng.engine, md_y, len(mds), axis, (ctypes.c_void_p * len(mds))(*mds),
+            self._attr()), "dnnl_concat_primitive_desc_create")
+        self._described(pd)
+        self.prim = self._primitive(pd)
+        srcs = [(ARG_MULTIPLE_SRC + i, m) for i, m in enumerate(self.m_xs)]
+        self.args = self._args(srcs + [(ARG_DST, self.m_y)] + self._scratchpad(pd))
+
+    def run(self, xs: Sequence[int], y: int) -> None:
+        """Y = concat(X...) at these addresses."""
+        with self.lock:
+            for m, ptr in zip(self.m_xs, xs):
+                m.point(ptr)
+            self.m_y.point(y)
+            self._execute(self.prim, self.args, "concatenation")
+            self._wait()
