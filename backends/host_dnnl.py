@@ -126,16 +126,23 @@ def _declare(lib: ctypes.CDLL) -> None:
 def _library() -> ctypes.CDLL | None:
     if os.environ.get("DEVICELAYER_ONEDNN", "").lower() in _OFF:
         return None
-    for path in _candidates():
-        try:
-            lib = ctypes.CDLL(path)
-            _declare(lib)
-            if lib.dnnl_version().contents.major != 3:
+    mask = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    try:
+        for path in _candidates():
+            try:
+                lib = ctypes.CDLL(path)
+                _declare(lib)
+                if lib.dnnl_version().contents.major != 3:
+                    continue
+            except (OSError, AttributeError):
                 continue
-        except (OSError, AttributeError):
-            continue
-        return lib
-    return None
+            return lib
+        return None
+    finally:
+        # with OMP_PROC_BIND set, loading OpenMP pins the loading thread to one CPU, and every thread it starts
+        # later (onnxruntime's, OpenBLAS's) would inherit that: the caller keeps the CPUs it had
+        if mask is not None and os.sched_getaffinity(0) != mask:
+            os.sched_setaffinity(0, mask)
 
 
 _LIB: list = []

@@ -204,9 +204,12 @@ def test_turned_off_leaves_numpy():
 
 @pytest.mark.parametrize("setting", ["/nonexistent/libdnnl.so.3", "/etc/hostname"])
 def test_a_wrong_library_path_falls_through_to_the_installed_one(setting):
-    # a missing file, or a file that is no library: skipped, and the copy this environment has is found next
-    assert _info_conv({"DEVICELAYER_ONEDNN": setting, "DEVICELAYER_BACKENDS": "host"}).startswith(
-        f"oneDNN {host_dnnl.version()}")
+    # a missing file, or a file that is no library: skipped, and the search goes on as without the setting (to
+    # the copy this environment installed, or to NumPy where oneDNN was reachable only through the setting)
+    unset = _info_conv({"DEVICELAYER_ONEDNN": "", "DEVICELAYER_BACKENDS": "host"})
+    assert _info_conv({"DEVICELAYER_ONEDNN": setting, "DEVICELAYER_BACKENDS": "host"}) == unset
+    if not os.environ.get("DEVICELAYER_ONEDNN"):
+        assert unset.startswith(f"oneDNN {host_dnnl.version()}")
 
 
 def test_convolutions_it_cannot_take_run_numpy(rng):
@@ -390,3 +393,18 @@ def test_channels_last_flows_through_pools_norms_shuffles_concats_and_pointwise_
     assert not binding["e"].out_last  # an add broadcasting a (1, C, 1, 1) operand reads NCHW
     assert binding["cat"].in_last == {0, 2} and binding["cat"].out_last
     assert binding["d"].in_last == {0} and binding["d"].out_last and binding["gap"].in_last == {0}
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to see a pin")
+def test_loading_onednn_with_omp_proc_bind_leaves_the_callers_cpus():
+    # libgomp pins the thread that loads it under OMP_PROC_BIND; threads that thread starts later would inherit it
+    code = ("import os, json, numpy as np, devicelayer as dl; before = sorted(os.sched_getaffinity(0)); "
+            "h = dl.device('host'); x = np.ones((1, 4, 5, 5), np.float32); w = np.ones((4, 4, 3, 3), np.float32); "
+            "y = dl.ops.run('conv', [dl.tensor(x, h), dl.tensor(w, h)])[0].numpy(); "
+            "print(json.dumps([before, sorted(os.sched_getaffinity(0)), h.info.extras['conv'], float(y.max())]))")
+    env = {**os.environ, "OMP_PROC_BIND": "true", "DEVICELAYER_BACKENDS": "host"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                         check=True)
+    before, after, route, top = json.loads(out.stdout.strip().splitlines()[-1])
+    assert route.startswith("oneDNN") and top == 36.0
+    assert after == before and len(after) >= 2
