@@ -30,13 +30,12 @@ _ANY = 1
 _PLAIN = {1: 4, 2: 5, 3: 6}  # ncw, nchw, ncdhw (also oiw, oihw, oidhw)
 _CHANNELS_LAST = {1: 15, 2: 22, 3: 33}  # nwc, nhwc, ndhwc
 _GROUPED = {1: 5, 2: 6, 3: 7}  # goiw, goihw, goidhw
-_X = 2
-FORWARD_INFERENCE = _FORWARD_INFERENCE = 96
+VECTOR = 2  # the format tag of a 1-D tensor ("a")
+FORWARD_INFERENCE = 96
 _CONVOLUTION_DIRECT = 1
 _ELTWISE_RELU = 32
-_ARG_SRC, _ARG_WEIGHTS, _ARG_BIAS, _ARG_DST = 1, 33, 41, 17
-_ARG_FROM, _ARG_TO = 1, 17
-ARG_SRC, ARG_DST, ARG_MEAN, ARG_VARIANCE, ARG_SCALE, ARG_SHIFT, ARG_MULTIPLE_SRC = 1, 17, 49, 50, 51, 52, 1024
+ARG_SRC, ARG_WEIGHTS, ARG_BIAS, ARG_DST = 1, 33, 41, 17
+ARG_MEAN, ARG_VARIANCE, ARG_SCALE, ARG_SHIFT, ARG_MULTIPLE_SRC = 49, 50, 51, 52, 1024
 _CPU_ENGINE = 1
 _STREAM_DEFAULT = 1
 _QUERY_WEIGHTS_MD = 131
@@ -215,7 +214,8 @@ def check(lib: ctypes.CDLL, status: int, call: str) -> None:
         raise DnnlError(f"{call} failed with oneDNN status {status}")
 
 
-def _dims(values: Sequence[int]) -> Any:
+def dims(values: Sequence[int]) -> Any:
+    """``values`` as oneDNN's dims array."""
     return (ctypes.c_int64 * _MAX_DIMS)(*values)
 
 
@@ -259,17 +259,17 @@ class Layer:
         self.implementation = ""
 
     # -- construction ------------------------------------------------------------------------
-    def _md(self, dims: Sequence[int], tag: int) -> ctypes.c_void_p:
+    def _md(self, shape: Sequence[int], tag: int) -> ctypes.c_void_p:
         md = ctypes.c_void_p()
-        check(self.lib, self.lib.dnnl_memory_desc_create_with_tag(ctypes.byref(md), len(dims), _dims(dims), _F32,
+        check(self.lib, self.lib.dnnl_memory_desc_create_with_tag(ctypes.byref(md), len(shape), dims(shape), _F32,
                                                                   tag), "dnnl_memory_desc_create_with_tag")
         self._objects.append(("dnnl_memory_desc_destroy", md))
         return md
 
-    def _strided_md(self, dims: Sequence[int], strides: Sequence[int]) -> ctypes.c_void_p:
+    def _strided_md(self, shape: Sequence[int], strides: Sequence[int]) -> ctypes.c_void_p:
         md = ctypes.c_void_p()
-        check(self.lib, self.lib.dnnl_memory_desc_create_with_strides(ctypes.byref(md), len(dims), _dims(dims), _F32,
-                                                                      _dims(strides)),
+        check(self.lib, self.lib.dnnl_memory_desc_create_with_strides(ctypes.byref(md), len(shape), dims(shape), _F32,
+                                                                      dims(strides)),
               "dnnl_memory_desc_create_with_strides")
         self._objects.append(("dnnl_memory_desc_destroy", md))
         return md
@@ -327,7 +327,7 @@ class Layer:
                                                                     dst_md, self.eng.engine, self._attr()),
               "dnnl_reorder_primitive_desc_create")
         self._described(pd, main=False)
-        return self._primitive(pd), self._args([(_ARG_FROM, src), (_ARG_TO, dst)] + self._scratchpad(pd))
+        return self._primitive(pd), self._args([(ARG_SRC, src), (ARG_DST, dst)] + self._scratchpad(pd))
 
     def _same(self, a: Any, b: Any) -> bool:
         return bool(self.lib.dnnl_memory_desc_equal(a, b))
@@ -388,7 +388,7 @@ class ConvLayer(Layer):
         self.md_w = self._md(w_dims, _GROUPED[nd] if group > 1 else _PLAIN[nd])
         self.md_y = self._md(y, _PLAIN[nd])
         self.md_y_last = self._md(y, _CHANNELS_LAST[nd])
-        md_b = self._md((w[0],), _X) if bias else None
+        md_b = self._md((w[0],), VECTOR) if bias else None
         md_w_any = self._md(w_dims, _ANY)
         attr = self._attr()
         ops = self._made("dnnl_post_ops_create", "dnnl_post_ops_destroy")
@@ -399,8 +399,8 @@ class ConvLayer(Layer):
         check(lib, lib.dnnl_primitive_attr_set_post_ops(attr, ops), "dnnl_primitive_attr_set_post_ops")
         pd = ctypes.c_void_p()
         check(lib, lib.dnnl_convolution_forward_primitive_desc_create(
-            ctypes.byref(pd), eng.engine, _FORWARD_INFERENCE, _CONVOLUTION_DIRECT, self.md_x_last, md_w_any, md_b,
-            self.md_y_last, _dims(strides), _dims([d - 1 for d in dilations]), _dims(pads[:nd]), _dims(pads[nd:]),
+            ctypes.byref(pd), eng.engine, FORWARD_INFERENCE, _CONVOLUTION_DIRECT, self.md_x_last, md_w_any, md_b,
+            self.md_y_last, dims(strides), dims([d - 1 for d in dilations]), dims(pads[:nd]), dims(pads[nd:]),
             attr), "dnnl_convolution_forward_primitive_desc_create")
         self._described(pd)
         md_w_chosen = ctypes.c_void_p()
@@ -427,9 +427,9 @@ class ConvLayer(Layer):
         self.w_reorder = None if self.w_same else self._reorder(self.md_w, md_w_chosen, self.m_w, self.m_w_chosen)
         self.x_bytes = self._size(self.md_x)
         self.w_scratch = None if self.w_same else aligned(self.weight_bytes)
-        args = [(_ARG_SRC, self.m_x_last), (_ARG_WEIGHTS, self.m_w_chosen), (_ARG_DST, self.m_y_last)]
+        args = [(ARG_SRC, self.m_x_last), (ARG_WEIGHTS, self.m_w_chosen), (ARG_DST, self.m_y_last)]
         if bias:
-            args.append((_ARG_BIAS, self.m_b))
+            args.append((ARG_BIAS, self.m_b))
         self.conv_args = self._args(args + self._scratchpad(pd))
 
     def prepare_weights(self, w: np.ndarray) -> np.ndarray:

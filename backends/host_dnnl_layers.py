@@ -12,7 +12,7 @@ import math
 from typing import Any, Sequence
 
 from .host_dnnl import (ARG_DST, ARG_MEAN, ARG_MULTIPLE_SRC, ARG_SCALE, ARG_SHIFT, ARG_SRC, ARG_VARIANCE,
-                        FORWARD_INFERENCE, Layer, _dims, _X, check, tag)
+                        FORWARD_INFERENCE, VECTOR, Layer, check, dims, tag)
 
 POOL_MAX, POOL_AVG_INCLUDE_PAD, POOL_AVG_EXCLUDE_PAD = 0x1FF, 0x2FF, 0x3FF
 _USE_GLOBAL_STATS, _USE_SCALE, _USE_SHIFT, _FUSE_RELU = 0x1, 0x2, 0x4, 0x8
@@ -57,8 +57,8 @@ class PoolLayer(_OutputLayer):
         md_y = self._output(y, x_last, y_last)
         pd = ctypes.c_void_p()
         check(self.lib, self.lib.dnnl_pooling_forward_primitive_desc_create(
-            ctypes.byref(pd), self.eng.engine, FORWARD_INFERENCE, alg, md_x, md_y, _dims(strides), _dims(kernel),
-            _dims([d - 1 for d in dilations]), _dims(pads_begin), _dims(pads_end), self._attr()),
+            ctypes.byref(pd), self.eng.engine, FORWARD_INFERENCE, alg, md_x, md_y, dims(strides), dims(kernel),
+            dims([d - 1 for d in dilations]), dims(pads_begin), dims(pads_end), self._attr()),
             "dnnl_pooling_forward_primitive_desc_create")
         self._described(pd)
         self.prim = self._primitive(pd)
@@ -86,7 +86,7 @@ class NormLayer(_OutputLayer):
             "dnnl_batch_normalization_forward_primitive_desc_create")
         self._described(pd)
         self.prim = self._primitive(pd)
-        md_c = self._md((x[1],), _X)
+        md_c = self._md((x[1],), VECTOR)
         self.m_params = [self._memory(md_c) for _ in range(4)]  # scale, shift, mean, variance
         params = zip((ARG_SCALE, ARG_SHIFT, ARG_MEAN, ARG_VARIANCE), self.m_params)
         self.args = self._args([(ARG_SRC, self.m_x), (ARG_DST, self.m_computed), *params] + self._scratchpad(pd))
@@ -108,10 +108,10 @@ class ShuffleLayer(Layer):
         super().__init__()
         n, c, s = x[0], x[1], math.prod(x[2:])
         k = c // group
-        dims = (n, k, group, s)
+        shape = (n, k, group, s)
         src = (c * s, 1, k, c) if x_last else (c * s, s, k * s, 1)
         dst = (c * s, group, 1, c) if y_last else (c * s, group * s, s, 1)
-        md_x, md_y = self._strided_md(dims, src), self._strided_md(dims, dst)
+        md_x, md_y = self._strided_md(shape, src), self._strided_md(shape, dst)
         self.m_x, self.m_y = self._memory(md_x), self._memory(md_y)
         self.prim, self.args = self._reorder(md_x, md_y, self.m_x, self.m_y)
 
