@@ -381,7 +381,6 @@ class ConvLayer(Layer):
         super().__init__()
         lib, eng = self.lib, self.eng
         nd = len(x) - 2
-        self.group = group
         w_dims = ((group, w[0] // group) + tuple(w[1:])) if group > 1 else tuple(w)
         self.md_x = self._md(x, _PLAIN[nd])
         self.md_x_last = self._md(x, _CHANNELS_LAST[nd])
@@ -407,7 +406,6 @@ class ConvLayer(Layer):
         check(lib, lib.dnnl_memory_desc_clone(ctypes.byref(md_w_chosen), lib.dnnl_primitive_desc_query_md(
             pd, _QUERY_WEIGHTS_MD, 0)), "dnnl_memory_desc_clone")
         self._objects.append(("dnnl_memory_desc_destroy", md_w_chosen))
-        self.md_w_chosen = md_w_chosen
         self.weight_bytes = self._size(md_w_chosen)
         self.y_bytes = self._size(self.md_y)
         self.conv = self._primitive(pd)

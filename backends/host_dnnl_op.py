@@ -31,7 +31,8 @@ class Binding:
 
 
 class OnednnOp(HostVendor):
-    """A host op through oneDNN layers; subclasses give ``_key``, ``_build`` and ``_call``."""
+    """A host op through oneDNN layers; subclasses give ``_key`` and ``_build`` (and ``_call`` where the layer
+    does not take the operands' addresses in order)."""
 
     #: the device-private layout this op can exchange with its neighbours in a plan
     private_layout = "onednn-channels-last"
@@ -56,8 +57,9 @@ class OnednnOp(HostVendor):
         raise NotImplementedError
 
     def _call(self, layer: Any, ptrs: Sequence[int], binding: Binding) -> Callable[[], None]:
-        """The layer's run on operands at ``ptrs`` (inputs, then the output)."""
-        raise NotImplementedError
+        """The layer's run on operands at ``ptrs`` (inputs, then the output): ``layer.run(*ptrs)`` unless the
+        op's layer takes them otherwise."""
+        return lambda: layer.run(*ptrs)
 
     def route(self, ins: Any, outs: Any, attrs: dict, binding: Binding | None = None) -> Any:
         """The oneDNN layer running this call, None where NumPy runs it (built once per geometry and layout)."""

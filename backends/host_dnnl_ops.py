@@ -72,10 +72,6 @@ class OnednnPool(OnednnOp):
         return PoolLayer(x, y, alg, kernel, strides, dilations, begins, ends, 0 in binding.in_last,
                          binding.out_last)
 
-    def _call(self, layer: Any, ptrs: Sequence[int], binding: Binding) -> Callable[[], None]:
-        x, y = ptrs[0], ptrs[-1]
-        return lambda: layer.run(x, y)
-
 
 class OnednnNorm(OnednnOp):
     """``batch_normalization`` (inference, ReLU fused where asked) in float32."""
@@ -89,10 +85,6 @@ class OnednnNorm(OnednnOp):
         x, epsilon, relu = key
         return NormLayer(x, epsilon, relu, 0 in binding.in_last, binding.out_last)
 
-    def _call(self, layer: Any, ptrs: Sequence[int], binding: Binding) -> Callable[[], None]:
-        x, scale, bias, mean, var, y = ptrs
-        return lambda: layer.run(x, scale, bias, mean, var, y)
-
 
 class OnednnShuffle(OnednnOp):
     """``channel_shuffle`` in float32."""
@@ -103,10 +95,6 @@ class OnednnShuffle(OnednnOp):
     def _build(self, key: tuple, ins: Any, outs: Any, attrs: dict, binding: Binding) -> ShuffleLayer:
         x, group = key
         return ShuffleLayer(x, group, 0 in binding.in_last, binding.out_last)
-
-    def _call(self, layer: Any, ptrs: Sequence[int], binding: Binding) -> Callable[[], None]:
-        x, y = ptrs
-        return lambda: layer.run(x, y)
 
 
 class OnednnConcat(OnednnOp):
