@@ -19,7 +19,7 @@ from devicelayer.memory import Buffer, MemoryPool
 from devicelayer.registry import Backend
 from devicelayer.signature import Arg, Signature, parse_arg
 
-from . import host_dnnl
+from . import host_dnnl, host_omp
 from .host_blas import blas_extras
 
 ALIGN = 64
@@ -139,6 +139,8 @@ class HostDevice(Device):
         super().__init__(info)
         self.pool = HostPool(self)
         self.onednn_layers: dict[tuple, dict[str, Any]] = {}  # (op, geometry, layout) -> its layer (host_dnnl_op)
+        self.team_cpus: list[int] | None = None  # the CPUs the worker's OpenMP team is pinned to, by thread
+        self._team_pinning = False
         self._tasks: queue.SimpleQueue[tuple[HostEvent, Callable[[], Any], list[Event]] | None] = queue.SimpleQueue()
         self._last: HostEvent | None = None
         self._worker = threading.Thread(target=self._work, name=f"devicelayer-{info.id}", daemon=True)
@@ -213,9 +215,16 @@ class HostDevice(Device):
         kind = kinds.get(name)
         if kind is None:
             return None
+        if not self._team_pinning:
+            self._team_pinning = True
+            self.run(self._pin_team, [], "pin the OpenMP team")
         if kind is host_gemm.OnednnGemm:
             return kind(self, name, f"oneDNN {host_dnnl.version()}")
         return kind(self, name)
+
+    def _pin_team(self) -> None:
+        """On the worker, before its first oneDNN call: one CPU per OpenMP thread (host_omp)."""
+        self.team_cpus = host_omp.pin_team(host_dnnl.library())
 
     def _launch(self, program: Program, args: list[Any], global_size: tuple[int, ...],
                 local_size: tuple[int, ...] | None, waits: list[Event]) -> Event:

@@ -15,6 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Sequence
 
+from . import cpus
 from .errors import EventError, EventTimeout, InvalidArgument
 
 log = logging.getLogger("devicelayer")
@@ -30,7 +31,8 @@ def _waiter_pool() -> ThreadPoolExecutor:
     global _waiters
     with _waiters_lock:
         if _waiters is None:
-            _waiters = ThreadPoolExecutor(max_workers=16, thread_name_prefix="devicelayer-waiter")
+            _waiters = ThreadPoolExecutor(max_workers=16, thread_name_prefix="devicelayer-waiter",
+                                          initializer=cpus.use_every_cpu)
         return _waiters
 
 
@@ -316,6 +318,7 @@ class Dispatcher:
         self._queue.put(fn)
 
     def _loop(self) -> None:
+        cpus.use_every_cpu()
         while True:
             fn = self._queue.get()
             try:

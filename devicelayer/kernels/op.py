@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -11,6 +10,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .. import cpus
 from ..errors import InvalidArgument, UnsupportedOp
 from ..info import DeviceInfo
 from .dialect import KernelSpec
@@ -182,8 +182,7 @@ HostKernel = Callable[..., None]
 
 
 #: threads ``parallel`` spreads work over (the CPUs this process may use)
-HOST_THREADS = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                   else os.cpu_count() or 1)
+HOST_THREADS = cpus.count()
 #: bytes of work below which ``parallel`` stays on the calling thread (a hand-off costs ~10-20 us)
 PARALLEL_MIN_BYTES = 1 << 22
 _helpers: ThreadPoolExecutor | None = None
@@ -201,7 +200,8 @@ def parallel(fn: Callable[[int, int], Any], n: int, nbytes: int) -> None:
     if _helpers is None:
         with _helpers_lock:
             if _helpers is None:
-                _helpers = ThreadPoolExecutor(HOST_THREADS - 1, thread_name_prefix="devicelayer-host-helper")
+                _helpers = ThreadPoolExecutor(HOST_THREADS - 1, thread_name_prefix="devicelayer-host-helper",
+                                              initializer=cpus.use_every_cpu)
     bounds = [n * i // parts for i in range(parts + 1)]
     futures = [_helpers.submit(fn, a, b) for a, b in zip(bounds[1:-1], bounds[2:])]
     try:
