@@ -139,8 +139,6 @@ class HostDevice(Device):
         super().__init__(info)
         self.pool = HostPool(self)
         self.onednn_layers: dict[tuple, dict[str, Any]] = {}  # (op, geometry, layout) -> its layer (host_dnnl_op)
-        self.team_cpus: list[int] | None = None  # the CPUs the worker's OpenMP team is pinned to, by thread
-        self._team_pinning = False
         self._tasks: queue.SimpleQueue[tuple[HostEvent, Callable[[], Any], list[Event]] | None] = queue.SimpleQueue()
         self._last: HostEvent | None = None
         self._worker = threading.Thread(target=self._work, name=f"devicelayer-{info.id}", daemon=True)
@@ -215,16 +213,9 @@ class HostDevice(Device):
         kind = kinds.get(name)
         if kind is None:
             return None
-        if not self._team_pinning:
-            self._team_pinning = True
-            self.run(self._pin_team, [], "pin the OpenMP team")
         if kind is host_gemm.OnednnGemm:
             return kind(self, name, f"oneDNN {host_dnnl.version()}")
         return kind(self, name)
-
-    def _pin_team(self) -> None:
-        """On the worker, before its first oneDNN call: one CPU per OpenMP thread (host_omp)."""
-        self.team_cpus = host_omp.pin_team(host_dnnl.library())
 
     def _launch(self, program: Program, args: list[Any], global_size: tuple[int, ...],
                 local_size: tuple[int, ...] | None, waits: list[Event]) -> Event:
@@ -283,11 +274,13 @@ class HostDevice(Device):
         self._tasks.put(None)
 
 
-def _conv_extras() -> dict[str, Any]:
-    """``conv``: what runs float32 convolutions (oneDNN where installed)."""
+def _onednn_extras() -> dict[str, Any]:
+    """``conv``: what runs float32 convolutions (oneDNN where installed); ``onednn_threads``: its OpenMP team."""
     v = host_dnnl.version()
     used = "float32 conv, pools, batch normalization, channel shuffle, concat, gemm, matmul; NumPy for the rest"
-    return {"conv": f"oneDNN {v} ({used})" if v else "NumPy (im2col + BLAS)"}
+    threads = host_omp.describe(host_dnnl.library())
+    return {"conv": f"oneDNN {v} ({used})" if v else "NumPy (im2col + BLAS)",
+            **({"onednn_threads": threads} if threads else {})}
 
 
 class HostBackend(Backend):
@@ -307,7 +300,7 @@ class HostBackend(Backend):
             compute_units=os.cpu_count() or 1, max_work_group_size=big, max_work_item_sizes=(big, big, big),
             subgroup_size=None, local_memory=0, dtypes=frozenset(d for d in DTYPE_NAMES if d != "bfloat16"),
             unified_memory=True, view_alignment=1, timestamps=True,
-            extras={"machine": platform.machine(), **blas_extras(), **_conv_extras()},
+            extras={"machine": platform.machine(), **blas_extras(), **_onednn_extras()},
         )
         self._devices = [HostDevice(info)]
 

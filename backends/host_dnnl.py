@@ -24,6 +24,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from . import host_omp
+
 # enum values of oneDNN 3.x (dnnl_types.h)
 _F32 = 3
 _ANY = 1
@@ -127,21 +129,27 @@ def _library() -> ctypes.CDLL | None:
         return None
     mask = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     try:
-        for path in _candidates():
-            try:
-                lib = ctypes.CDLL(path)
-                _declare(lib)
-                if lib.dnnl_version().contents.major != 3:
-                    continue
-            except (OSError, AttributeError):
-                continue
-            return lib
-        return None
+        with host_omp.loading():
+            return _first_loadable()
     finally:
         # with OMP_PROC_BIND set, loading OpenMP pins the loading thread to one CPU, and every thread it starts
         # later (onnxruntime's, OpenBLAS's) would inherit that: the caller keeps the CPUs it had
         if mask is not None and os.sched_getaffinity(0) != mask:
             os.sched_setaffinity(0, mask)
+
+
+def _first_loadable() -> ctypes.CDLL | None:
+    """The first candidate that loads as oneDNN 3."""
+    for path in _candidates():
+        try:
+            lib = ctypes.CDLL(path)
+            _declare(lib)
+            if lib.dnnl_version().contents.major != 3:
+                continue
+        except (OSError, AttributeError):
+            continue
+        return lib
+    return None
 
 
 _LIB: list = []

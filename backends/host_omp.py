@@ -1,128 +1,128 @@
-"""One CPU for each thread of the host worker's OpenMP team (the threads oneDNN runs on).
+"""The OpenMP binding oneDNN's threads run under on the host.
 
 After an idle pause the scheduler tends to wake an OpenMP thread on the CPU of
-the thread that woke it, and the two then share that CPU for the whole run:
-on a 2-CPU machine a model ran at one-CPU speed in about half the calls.
-Pinned threads cannot be stacked that way. The worker pins its team once,
-before its first oneDNN call, the way libgomp does under OMP_PROC_BIND=true
-and onnxruntime does for its own pool: thread i of n gets the i-th CPU, one
-CPU per core first, then the cores' other hardware threads.
+the thread that woke it, and the two then share that CPU for the whole run: on
+a 2-CPU machine a model ran at one-CPU speed in about half the calls. Bound
+threads cannot be stacked that way. So where devicelayer is the one to load the
+OpenMP runtime and nobody chose a binding, it loads the runtime with
+``OMP_PROC_BIND=true``, as onnxruntime binds its own pool: the runtime then puts
+each thread of every team it starts on its own CPU, threads it starts again
+later included. (A pin applied once to the threads of a team does not last:
+libgomp ends the surplus threads when a smaller team starts, and the threads it
+starts later inherit their master's CPU set.) The variable is set only for the
+moment of loading, so child processes do not inherit it, and host_dnnl gives
+the loading thread its CPUs back.
 
-Nothing is pinned with ``DEVICELAYER_PIN_THREADS=0``, where the user set an
-OpenMP binding (``OMP_PROC_BIND``, ``OMP_PLACES``, ``GOMP_CPU_AFFINITY``,
-``KMP_AFFINITY``: the runtime then binds), where oneDNN does not run on
-OpenMP, or where the team has more threads than the process has CPUs.
+Nothing is bound with ``DEVICELAYER_PIN_THREADS=0``; a binding the user set
+(``OMP_PROC_BIND``, ``OMP_PLACES``, ``GOMP_CPU_AFFINITY``, ``KMP_AFFINITY``) is
+the runtime's to follow; a runtime another library loaded first keeps its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 _OFF = ("0", "off", "no", "false")
-_USER_BINDING = ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "KMP_AFFINITY")
+USER_BINDING = ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "KMP_AFFINITY")
+_RUNTIMES = ("libgomp", "libiomp5", "libomp.so")
 _RUNTIME_OMP = 2  # dnnl_version_t.cpu_runtime of an OpenMP build (DNNL_RUNTIME_OMP)
+_BIND_NAMES = {0: "unbound", 1: "bound (true)", 2: "bound (primary)", 3: "bound (close)", 4: "bound (spread)"}
 _Task = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_loaded_with: dict[str, str] = {}  # what ``loading`` did: "why" -> the reason
 
 
 def wanted() -> bool:
-    """Whether the team should be pinned (the environment leaves it to devicelayer)."""
+    """Whether devicelayer should bind (the environment leaves the choice to it)."""
     if os.environ.get("DEVICELAYER_PIN_THREADS", "").strip().lower() in _OFF:
         return False
-    return not any(os.environ.get(name, "").strip() for name in _USER_BINDING)
+    return not any(os.environ.get(name, "").strip() for name in USER_BINDING)
 
 
-def places(cpus: set[int] | frozenset[int], siblings: Callable[[int], list[int]] | None = None) -> list[int]:
-    """``cpus`` in the order threads take them: the first hardware thread of each core, then the second, ...
-    (``siblings(cpu)``: the hardware threads of cpu's core; the kernel's topology by default)."""
-    rank: dict[int, tuple[int, int]] = {}
-    for cpu in cpus:
-        core = sorted(c for c in (siblings or _siblings)(cpu) if c in cpus or c == cpu)
-        rank[cpu] = (core.index(cpu) if cpu in core else 0, cpu)
-    return sorted(cpus, key=rank.__getitem__)
-
-
-def _siblings(cpu: int) -> list[int]:
-    """The hardware threads sharing cpu's core, as the kernel lists them."""
+def runtime_loaded() -> bool:
+    """Whether an OpenMP runtime is already mapped into this process."""
     try:
-        with open(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list") as f:
-            return _cpu_list(f.read())
-    except (OSError, ValueError):
-        return [cpu]
+        with open("/proc/self/maps") as f:
+            return any(name in line for line in f for name in _RUNTIMES)
+    except OSError:
+        return False
 
 
-def _cpu_list(text: str) -> list[int]:
-    """A kernel CPU list ("0-3,8,10-11") as numbers."""
-    out: list[int] = []
-    for part in text.strip().split(","):
-        lo, _, hi = part.partition("-")
-        out += range(int(lo), int(hi or lo) + 1)
-    return out
+@contextlib.contextmanager
+def loading() -> Iterator[None]:
+    """Around loading oneDNN: ``OMP_PROC_BIND=true`` in the environment where devicelayer binds (see above)."""
+    if os.environ.get("DEVICELAYER_PIN_THREADS", "").strip().lower() in _OFF:
+        _loaded_with["why"] = "DEVICELAYER_PIN_THREADS=0"
+    elif not wanted():
+        _loaded_with["why"] = "the user's " + next(n for n in USER_BINDING if os.environ.get(n, "").strip())
+    elif runtime_loaded():
+        _loaded_with["why"] = "the OpenMP runtime was loaded before devicelayer"
+    else:
+        _loaded_with["why"] = "devicelayer"
+        os.environ["OMP_PROC_BIND"] = "true"
+        try:
+            yield
+        finally:
+            os.environ.pop("OMP_PROC_BIND", None)
+        return
+    yield
 
 
-def _openmp(lib: ctypes.CDLL) -> tuple[Any, Any, Any] | None:
-    """libgomp's entry points as oneDNN links them; None where oneDNN does not run on OpenMP."""
+def _openmp(lib: ctypes.CDLL) -> dict[str, Any] | None:
+    """The OpenMP entry points oneDNN links; None where oneDNN does not run on OpenMP."""
     if lib.dnnl_version().contents.cpu_runtime != _RUNTIME_OMP:
         return None
     try:
-        parallel, thread, threads = lib.GOMP_parallel, lib.omp_get_thread_num, lib.omp_get_num_threads
+        fns = {name: getattr(lib, name) for name in ("GOMP_parallel", "omp_get_thread_num", "omp_get_num_threads",
+                                                     "omp_get_max_threads", "omp_get_proc_bind")}
     except AttributeError:
         return None
-    parallel.argtypes, parallel.restype = [_Task, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint], None
-    thread.argtypes, thread.restype = [], ctypes.c_int
-    threads.argtypes, threads.restype = [], ctypes.c_int
-    return parallel, thread, threads
+    fns["GOMP_parallel"].argtypes = [_Task, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint]
+    fns["GOMP_parallel"].restype = None
+    for name in ("omp_get_thread_num", "omp_get_num_threads", "omp_get_max_threads", "omp_get_proc_bind"):
+        fns[name].argtypes, fns[name].restype = [], ctypes.c_int
+    return fns
 
 
-def _in_team(lib: ctypes.CDLL, fn: Callable[[int, int], Any]) -> list[Any] | None:
-    """``fn(i, n)`` on each thread i of the calling thread's team of n, as one parallel region; the results by
-    thread (an exception raised on a thread is re-raised here). None without OpenMP."""
-    omp = _openmp(lib)
+def describe(lib: ctypes.CDLL | None) -> str | None:
+    """oneDNN's threads in words: how many, and bound or not and by whom (None without oneDNN on OpenMP)."""
+    omp = None if lib is None else _openmp(lib)
     if omp is None:
         return None
-    parallel, thread, threads = omp
+    bind = omp["omp_get_proc_bind"]()
+    how = _BIND_NAMES.get(bind, f"bound ({bind})")
+    who = _loaded_with.get("why", "")
+    if bind and who == "devicelayer":
+        how += ", one CPU per thread"
+    elif who and who != "devicelayer":
+        how += f" ({who})"
+    return f"{omp['omp_get_max_threads']()} OpenMP threads, {how}"
+
+
+def in_team(lib: ctypes.CDLL, fn: Callable[[int, int], Any], threads: int = 0) -> list[Any] | None:
+    """``fn(i, n)`` on each thread i of a team of n that the calling thread starts (``threads``; 0: the default
+    size), as one parallel region; the results by thread. None without oneDNN on OpenMP."""
+    omp = None if lib is None else _openmp(lib)
+    if omp is None:
+        return None
     results: dict[int, Any] = {}
     errors: list[BaseException] = []
 
     def task(_: Any) -> None:
-        i = thread()
+        i = omp["omp_get_thread_num"]()
         try:
-            results[i] = fn(i, threads())
+            results[i] = fn(i, omp["omp_get_num_threads"]())
         except BaseException as exc:  # an exception must not cross the C frames
             errors.append(exc)
 
-    parallel(_Task(task), None, 0, 0)
+    omp["GOMP_parallel"](_Task(task), None, threads, 0)
     if errors:
         raise errors[0]
     return [results[i] for i in sorted(results)]
 
 
-def team_affinity(lib: ctypes.CDLL) -> list[frozenset[int]] | None:
-    """The CPUs each thread of the calling thread's OpenMP team may run on; None without OpenMP."""
-    return _in_team(lib, lambda i, n: frozenset(os.sched_getaffinity(0)))
-
-
-def pin_team(lib: ctypes.CDLL) -> list[int] | None:
-    """Pin the calling thread and its OpenMP team, thread i to the i-th of ``places``; the CPUs by thread, or
-    None where nothing was pinned (see the module's docstring). Call it on the thread that runs oneDNN."""
-    if not wanted() or not hasattr(os, "sched_setaffinity"):
-        return None
-    cpus = os.sched_getaffinity(0)
-    order = places(cpus)
-    size = _in_team(lib, lambda i, n: n)
-    if not size or size[0] < 2 or size[0] > len(order):
-        return None
-
-    def pin(i: int, n: int) -> int:
-        os.sched_setaffinity(0, {order[i]})
-        return order[i]
-
-    try:
-        return _in_team(lib, pin)
-    except OSError:  # a CPU left the process's set meanwhile: all or none
-        try:
-            _in_team(lib, lambda i, n: os.sched_setaffinity(0, cpus))
-        except OSError:
-            pass
-        return None
+def team_affinity(lib: ctypes.CDLL, threads: int = 0) -> list[frozenset[int]] | None:
+    """The CPUs each thread of a team the calling thread starts may run on; None without oneDNN on OpenMP."""
+    return in_team(lib, lambda i, n: frozenset(os.sched_getaffinity(0)), threads)

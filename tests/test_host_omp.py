@@ -1,5 +1,5 @@
-"""The host worker's OpenMP team (oneDNN's threads): one CPU per thread, the opt-outs, and NumPy helper threads
-that keep every CPU although the worker that starts them is pinned."""
+"""oneDNN's OpenMP threads on the host: bound one per CPU (also after the team shrinks and grows again), the
+opt-outs, and threads devicelayer starts from the bound worker keeping every CPU."""
 
 from __future__ import annotations
 
@@ -13,107 +13,103 @@ import pytest
 from devicelayer.backends import host_dnnl, host_omp
 
 CPUS = sorted(os.sched_getaffinity(0))
-needs_pinning = [pytest.mark.skipif(host_dnnl.library() is None, reason="oneDNN is not installed"),
-                 pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs to see a pin")]
+needs_onednn = pytest.mark.skipif(host_dnnl.library() is None, reason="oneDNN is not installed")
+needs_two_cpus = pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs to see a binding")
 
-# a fresh process runs a oneDNN pool on the host, then reports what the worker's team, the worker, and a NumPy
-# helper and the dispatcher thread started from the worker may run on
+# a fresh process runs a oneDNN pool on the host worker, then reports what the worker's teams (default size; then
+# sizes n, 2, n: libgomp ends threads when a team shrinks and starts new ones when it grows), the worker, and a
+# NumPy helper and the dispatcher started from the worker may run on, and what the process shows of it
 _PROBE = """
-import json, os, threading, numpy as np, devicelayer as dl
+import json, os, sys, threading, numpy as np
+if sys.argv[1] == 'preload':
+    import ctypes; ctypes.CDLL('libgomp.so.1')
+import devicelayer as dl
 from devicelayer.backends import host_dnnl, host_omp
 from devicelayer.events import dispatcher
 from devicelayer.kernels.op import parallel
 h = dl.device('host')
 x = np.random.default_rng(0).random((1, 3, 9, 9), dtype=np.float32)
 y = dl.ops.run('max_pool', [dl.tensor(x, h)], kernel_shape=[3, 3])[0].numpy()
-seen, posted = {}, threading.Event()
+seen, posted, n = {}, threading.Event(), len(os.sched_getaffinity(0))
 def piece(a, b):
     seen[a] = sorted(os.sched_getaffinity(0))
 def deferred():
     seen['dispatcher'] = sorted(os.sched_getaffinity(0))
     posted.set()
 def probe():
-    seen['team'] = [sorted(c) for c in host_omp.team_affinity(host_dnnl.library())]
+    lib = host_dnnl.library()
+    seen['team'] = [sorted(c) for c in host_omp.team_affinity(lib)]
+    seen['regrown'] = [[sorted(c) for c in host_omp.team_affinity(lib, k)] for k in (n, 2, n)][-1]
     parallel(piece, 2, 1 << 24)
     dispatcher.post(deferred)  # the dispatcher thread starts here, on the worker
 h.run(probe, [], 'probe').wait()
 assert posted.wait(30)
-print(json.dumps({'team_cpus': h.team_cpus, 'team': seen['team'], 'worker': seen[0], 'helper': seen[1],
-                  'dispatcher': seen['dispatcher'], 'main': sorted(os.sched_getaffinity(0)), 'shape': y.shape}))
+print(json.dumps({'team': seen['team'], 'regrown': seen['regrown'], 'worker': seen[0], 'helper': seen[1],
+                  'dispatcher': seen['dispatcher'], 'main': sorted(os.sched_getaffinity(0)), 'shape': y.shape,
+                  'threads': h.info.extras.get('onednn_threads'), 'env': os.environ.get('OMP_PROC_BIND')}))
 """
 
 
-def _probe(**env):
-    base = {k: v for k, v in os.environ.items() if k not in (*host_omp._USER_BINDING, "DEVICELAYER_PIN_THREADS")}
-    out = subprocess.run([sys.executable, "-c", _PROBE], env={**base, "DEVICELAYER_BACKENDS": "host", **env},
+def _probe(preload=False, **env):
+    base = {k: v for k, v in os.environ.items() if k not in (*host_omp.USER_BINDING, "DEVICELAYER_PIN_THREADS")}
+    out = subprocess.run([sys.executable, "-c", _PROBE, "preload" if preload else "-"],
+                         env={**base, "DEVICELAYER_BACKENDS": "host", **env},
                          capture_output=True, text=True, timeout=120, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def _pinning(fn):
-    for mark in needs_pinning:
-        fn = mark(fn)
-    return fn
+def _one_cpu_each(team):
+    return all(len(c) == 1 for c in team) and len({c[0] for c in team}) == min(len(team), len(CPUS))
 
 
-@_pinning
-def test_the_team_gets_one_cpu_per_thread_and_the_helpers_keep_every_cpu():
+@needs_onednn
+@needs_two_cpus
+def test_each_thread_of_the_team_runs_on_its_own_cpu_and_what_the_worker_starts_keeps_every_cpu():
     seen = _probe()
     assert seen["shape"] == [1, 3, 7, 7]
-    team = seen["team_cpus"]
-    assert team is not None and len(team) == len(seen["team"]) >= 2
-    assert len(set(team)) == len(team) and set(team) <= set(CPUS)
-    assert seen["team"] == [[c] for c in team]  # as the OS reports it for each thread of the team
-    assert seen["worker"] == [team[0]]  # the worker is the team's thread 0
+    assert len(seen["team"]) == len(CPUS) and _one_cpu_each(seen["team"])
+    assert seen["worker"] == seen["team"][0]  # the worker is its team's thread 0
     assert seen["helper"] == CPUS and seen["dispatcher"] == CPUS and seen["main"] == CPUS
+    assert seen["threads"] == f"{len(CPUS)} OpenMP threads, bound (true), one CPU per thread"
+    assert seen["env"] is None  # set only while loading: child processes do not inherit it
 
 
-@_pinning
-@pytest.mark.parametrize("env", [{"DEVICELAYER_PIN_THREADS": "0"}, {"DEVICELAYER_PIN_THREADS": "off"}])
-def test_turned_off_nothing_is_pinned(env):
-    seen = _probe(**env)
-    assert seen["team_cpus"] is None
-    assert seen["team"] == [CPUS] * len(seen["team"]) and len(seen["team"]) >= 2
+@needs_onednn
+@pytest.mark.skipif(len(CPUS) < 3, reason="a team of 2 or fewer never ends threads to start them again")
+def test_threads_started_again_after_a_smaller_team_are_bound_too():
+    seen = _probe()
+    assert len(seen["regrown"]) == len(CPUS) and _one_cpu_each(seen["regrown"])
+
+
+@needs_onednn
+@needs_two_cpus
+@pytest.mark.parametrize("value", ["0", "off"])
+def test_turned_off_nothing_is_bound(value):
+    seen = _probe(DEVICELAYER_PIN_THREADS=value)
+    assert seen["team"] == [CPUS] * len(CPUS) and seen["regrown"] == [CPUS] * len(CPUS)
     assert seen["worker"] == CPUS and seen["helper"] == CPUS
+    assert seen["threads"] == f"{len(CPUS)} OpenMP threads, unbound (DEVICELAYER_PIN_THREADS=0)"
 
 
-@_pinning
-@pytest.mark.parametrize("env", [{"OMP_PROC_BIND": "false"}, {"OMP_PLACES": "cores"}])
-def test_a_binding_the_user_set_is_left_to_the_openmp_runtime(env):
-    seen = _probe(**env)
-    assert seen["team_cpus"] is None
-    if env.get("OMP_PROC_BIND") == "false":  # libgomp binds nothing either
-        assert seen["team"] == [CPUS] * len(seen["team"])
-    assert seen["main"] == CPUS and seen["helper"] == CPUS
+@needs_onednn
+@needs_two_cpus
+def test_the_users_binding_is_followed():
+    seen = _probe(OMP_PROC_BIND="false")
+    assert seen["team"] == [CPUS] * len(CPUS)
+    assert seen["threads"] == f"{len(CPUS)} OpenMP threads, unbound (the user's OMP_PROC_BIND)"
+    seen = _probe(OMP_PROC_BIND="close")
+    assert _one_cpu_each(seen["team"]) and seen["env"] == "close"
+    assert seen["threads"] == f"{len(CPUS)} OpenMP threads, bound (close) (the user's OMP_PROC_BIND)"
+    assert seen["helper"] == CPUS and seen["main"] == CPUS
 
 
-@_pinning
-def test_a_team_larger_than_the_cpus_is_not_pinned():
-    seen = _probe(OMP_NUM_THREADS=str(len(CPUS) + 1))
-    assert seen["team_cpus"] is None and len(seen["team"]) == len(CPUS) + 1
-    assert all(c == CPUS for c in seen["team"])
-
-
-@_pinning
-def test_a_smaller_team_takes_the_first_places():
-    seen = _probe(OMP_NUM_THREADS="2")
-    assert seen["team_cpus"] == host_omp.places(set(CPUS))[:2]
-    assert seen["team"] == [[c] for c in seen["team_cpus"]]
-
-
-def test_places_take_one_thread_per_core_first():
-    cores = {0: [0, 4], 4: [0, 4], 1: [1, 5], 5: [1, 5], 2: [2, 6], 6: [2, 6], 3: [3, 7], 7: [3, 7]}
-    assert host_omp.places(set(range(8)), cores.__getitem__) == [0, 1, 2, 3, 4, 5, 6, 7]
-    interleaved = {c: [c - c % 2, c - c % 2 + 1] for c in range(8)}  # siblings numbered next to each other
-    assert host_omp.places(set(range(8)), interleaved.__getitem__) == [0, 2, 4, 6, 1, 3, 5, 7]
-    assert host_omp.places({1, 3, 5}, interleaved.__getitem__) == [1, 3, 5]  # one thread of each core allowed
-    assert host_omp.places({0, 1, 3}, interleaved.__getitem__) == [0, 3, 1]
-    assert sorted(host_omp.places(set(CPUS))) == CPUS  # this machine's topology: every CPU once
-
-
-@pytest.mark.parametrize("text,cpus", [("0", [0]), ("0-3", [0, 1, 2, 3]), ("0,4", [0, 4]), ("0-1,8-9\n", [0, 1, 8, 9])])
-def test_kernel_cpu_lists(text, cpus):
-    assert host_omp._cpu_list(text) == cpus
+@needs_onednn
+@needs_two_cpus
+def test_a_runtime_loaded_before_devicelayer_keeps_its_settings():
+    seen = _probe(preload=True)
+    assert seen["team"] == [CPUS] * len(CPUS)
+    assert seen["threads"] == (f"{len(CPUS)} OpenMP threads, unbound (the OpenMP runtime was loaded before "
+                               "devicelayer)")
 
 
 @pytest.mark.parametrize("env,want", [({}, True), ({"DEVICELAYER_PIN_THREADS": "0"}, False),
@@ -121,8 +117,26 @@ def test_kernel_cpu_lists(text, cpus):
                                       ({"GOMP_CPU_AFFINITY": "0-3"}, False), ({"KMP_AFFINITY": "compact"}, False),
                                       ({"OMP_PLACES": ""}, True)])
 def test_wanted_follows_the_environment(monkeypatch, env, want):
-    for name in (*host_omp._USER_BINDING, "DEVICELAYER_PIN_THREADS"):
+    for name in (*host_omp.USER_BINDING, "DEVICELAYER_PIN_THREADS"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert host_omp.wanted() is want
+
+
+def test_loading_sets_the_binding_only_while_it_lasts(monkeypatch):
+    monkeypatch.setattr(host_omp, "_loaded_with", {})  # (this process's record of its own loading stays)
+    for name in (*host_omp.USER_BINDING, "DEVICELAYER_PIN_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(host_omp, "runtime_loaded", lambda: False)
+    with host_omp.loading():
+        assert os.environ["OMP_PROC_BIND"] == "true"
+    assert "OMP_PROC_BIND" not in os.environ
+    monkeypatch.setattr(host_omp, "runtime_loaded", lambda: True)
+    with host_omp.loading():
+        assert "OMP_PROC_BIND" not in os.environ
+    monkeypatch.setenv("OMP_PROC_BIND", "spread")
+    monkeypatch.setattr(host_omp, "runtime_loaded", lambda: False)
+    with host_omp.loading():
+        assert os.environ["OMP_PROC_BIND"] == "spread"
+    assert os.environ["OMP_PROC_BIND"] == "spread"
