@@ -85,6 +85,7 @@ class Recording:
         self._open("finish")
         self.finished = True
         self.native = self.device._build_recording(self.items)
+        self._roots = list({id(b.root): b.root for b in self.buffers}.values())  # what a replay checks and holds
         return self
 
     def replay(self, wait: Sequence[Event] = ()) -> Event:
@@ -93,12 +94,13 @@ class Recording:
             raise InvalidArgument(f"recording on {self.device.id}: replay before finish()")
         if self.released:
             raise InvalidArgument(f"recording on {self.device.id}: replay after release()")
-        for b in self.buffers:
+        roots = self._roots
+        for b in roots:
             b.check_alive(f"replay on {self.device.id}")
         dev, native = self.device, self.native
         return dev._submit(f"replay of {len(self.items)} item(s) on {dev.id}",
                            lambda waits: dev._replay_recording(native, waits), wait,
-                           (native, [b.handle for b in self.buffers]), self.buffers)
+                           (native, [b.handle for b in roots]), roots)
 
     def release(self) -> None:
         """Drop the native form (after the replays already submitted finish)."""
