@@ -23,11 +23,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 _OFF = ("0", "off", "no", "false")
 USER_BINDING = ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "KMP_AFFINITY")
-_RUNTIMES = ("libgomp", "libiomp5", "libomp.so")
+_RUNTIMES = ("libgomp.so", "libiomp5.so", "libomp.so")  # file names start so (libgomp.so.1.0.0, ...)
 _RUNTIME_OMP = 2  # dnnl_version_t.cpu_runtime of an OpenMP build (DNNL_RUNTIME_OMP)
 _BIND_NAMES = {0: "unbound", 1: "bound (true)", 2: "bound (primary)", 3: "bound (close)", 4: "bound (spread)"}
 _Task = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -42,12 +42,18 @@ def wanted() -> bool:
 
 
 def runtime_loaded() -> bool:
-    """Whether an OpenMP runtime is already mapped into this process."""
+    """Whether the OpenMP runtime oneDNN links is already mapped into this process."""
     try:
         with open("/proc/self/maps") as f:
-            return any(name in line for line in f for name in _RUNTIMES)
+            return runtime_in(f)
     except OSError:
         return False
+
+
+def runtime_in(maps: Iterable[str]) -> bool:
+    """Whether these lines of /proc/PID/maps map a shared OpenMP runtime (a copy a wheel bundles under a name of
+    its own, such as PyTorch's libgomp-<hash>.so.1, is another runtime: it does not count)."""
+    return any(line.rstrip().rsplit("/", 1)[-1].startswith(_RUNTIMES) for line in maps if "/" in line)
 
 
 @contextlib.contextmanager

@@ -124,6 +124,17 @@ def test_wanted_follows_the_environment(monkeypatch, env, want):
     assert host_omp.wanted() is want
 
 
+def test_which_mapped_runtimes_count_as_the_one_onednn_links():
+    lib = "7f00-7f01 r-xp 00000000 08:01 42    /usr/lib/x86_64-linux-gnu/"
+    assert host_omp.runtime_in([lib + "libgomp.so.1\n"]) and host_omp.runtime_in([lib + "libgomp.so.1.0.0"])
+    assert host_omp.runtime_in(["7f00-7f01 r-xp 00000000 08:01 42    /opt/intel/lib/libiomp5.so"])
+    assert not host_omp.runtime_in([lib + "libc.so.6", "7f00-7f01 rw-p 00000000 00:00 0    [heap]"])
+    assert not host_omp.runtime_in(["7f00-7f01 r-xp 0 08:01 42   /venv/torch/lib/libgomp-a34b3233.so.1"])
+    with open("/proc/self/maps") as f:
+        mapped = f.read()
+    assert host_omp.runtime_loaded() == host_omp.runtime_in(mapped.splitlines())
+
+
 def test_loading_sets_the_binding_only_while_it_lasts(monkeypatch):
     monkeypatch.setattr(host_omp, "_loaded_with", {})  # (this process's record of its own loading stays)
     for name in (*host_omp.USER_BINDING, "DEVICELAYER_PIN_THREADS"):
