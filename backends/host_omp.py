@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 from typing import Any, Callable, Iterable, Iterator
 
@@ -34,11 +35,17 @@ _Task = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _loaded_with: dict[str, str] = {}  # what ``loading`` did: "why" -> the reason
 
 
+def _declined() -> str | None:
+    """Why the environment leaves devicelayer no binding to choose; None where it does."""
+    if os.environ.get("DEVICELAYER_PIN_THREADS", "").strip().lower() in _OFF:
+        return "DEVICELAYER_PIN_THREADS=0"
+    user = next((name for name in USER_BINDING if os.environ.get(name, "").strip()), None)
+    return None if user is None else f"the user's {user}"
+
+
 def wanted() -> bool:
     """Whether devicelayer should bind (the environment leaves the choice to it)."""
-    if os.environ.get("DEVICELAYER_PIN_THREADS", "").strip().lower() in _OFF:
-        return False
-    return not any(os.environ.get(name, "").strip() for name in USER_BINDING)
+    return _declined() is None
 
 
 def runtime_loaded() -> bool:
@@ -59,23 +66,19 @@ def runtime_in(maps: Iterable[str]) -> bool:
 @contextlib.contextmanager
 def loading() -> Iterator[None]:
     """Around loading oneDNN: ``OMP_PROC_BIND=true`` in the environment where devicelayer binds (see above)."""
-    if os.environ.get("DEVICELAYER_PIN_THREADS", "").strip().lower() in _OFF:
-        _loaded_with["why"] = "DEVICELAYER_PIN_THREADS=0"
-    elif not wanted():
-        _loaded_with["why"] = "the user's " + next(n for n in USER_BINDING if os.environ.get(n, "").strip())
-    elif runtime_loaded():
-        _loaded_with["why"] = "the OpenMP runtime was loaded before devicelayer"
-    else:
-        _loaded_with["why"] = "devicelayer"
-        os.environ["OMP_PROC_BIND"] = "true"
-        try:
-            yield
-        finally:
-            os.environ.pop("OMP_PROC_BIND", None)
+    why = _declined() or ("the OpenMP runtime was loaded before devicelayer" if runtime_loaded() else None)
+    _loaded_with["why"] = why or "devicelayer"
+    if why is not None:
+        yield
         return
-    yield
+    os.environ["OMP_PROC_BIND"] = "true"
+    try:
+        yield
+    finally:
+        os.environ.pop("OMP_PROC_BIND", None)
 
 
+@functools.cache
 def _openmp(lib: ctypes.CDLL) -> dict[str, Any] | None:
     """The OpenMP entry points oneDNN links; None where oneDNN does not run on OpenMP."""
     if lib.dnnl_version().contents.cpu_runtime != _RUNTIME_OMP:
