@@ -33,6 +33,7 @@ from devicelayer.errors import (BackendUnavailable, CompileError, DeviceLayerErr
 from devicelayer.events import Event
 from devicelayer.info import DeviceInfo
 from devicelayer.memory import Buffer, MemoryPool
+from devicelayer.reclaim import on_drop
 from devicelayer.registry import Backend
 from devicelayer.signature import Signature
 
@@ -926,7 +927,7 @@ class VulkanDevice(Device):
             start = a.block.addr + a.offset
             self._host_ranges[start] = a
         raw = (ctypes.c_uint8 * nbytes).from_address(start)
-        weakref.finalize(raw, self._release_host, start)
+        on_drop(raw, self._release_host, start)
         return np.frombuffer(raw, np.uint8).view(dtype)
 
     def _release_host(self, start: int) -> None:

@@ -117,8 +117,9 @@ class Event:
             self._error = error
             self._done = True
             callbacks, self._callbacks = self._callbacks, None
-            self._keepalive = ()
+            kept, self._keepalive = self._keepalive, ()
             flag = self._flag
+        del kept  # outside the lock: what the work kept alive may run code as it is deallocated
         if flag is not None:
             flag.set()
         if callbacks:

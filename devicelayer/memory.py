@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from . import reclaim
 from .errors import InvalidArgument, OutOfMemory
 from .events import CompletedEvent, Event, check_events, dispatcher, when_all
 
@@ -140,6 +141,10 @@ def _as_host_bytes(array: Any, buffer: Buffer, where: str, writable: bool) -> np
     return array.reshape(-1).view(np.uint8)
 
 
+#: how long an allocation that failed waits for dropped objects' memory to be released before it gives up
+RECLAIM_WAIT_SECONDS = 5.0
+
+
 class MemoryPool:
     """The memory of one device: allocate, free, upload, download and copy.
 
@@ -231,14 +236,23 @@ class MemoryPool:
             raise OutOfMemory(f"{info.id}: {nbytes} bytes exceeds the device's memory ({self.total_bytes} bytes)")
         try:
             handle = self._allocate(nbytes)
-        except OutOfMemory:
-            raise
-        except MemoryError as exc:
-            raise OutOfMemory(f"{info.id}: could not allocate {nbytes} bytes: {exc}") from exc
+        except (OutOfMemory, MemoryError) as exc:
+            handle = self._allocate_after_reclaim(nbytes, exc)
         with self._lock:
             self._allocated += nbytes
             self._live += 1
         return Buffer(self, handle, nbytes, dtype=dt)
+
+    def _allocate_after_reclaim(self, nbytes: int, failure: BaseException) -> Any:
+        """Try once more after the memory of dropped plans and arrays queued for release has gone."""
+        if reclaim.drain(RECLAIM_WAIT_SECONDS):
+            try:
+                return self._allocate(nbytes)
+            except (OutOfMemory, MemoryError) as exc:
+                failure = exc
+        if isinstance(failure, OutOfMemory):
+            raise failure
+        raise OutOfMemory(f"{self.device.id}: could not allocate {nbytes} bytes: {failure}") from failure
 
     def adopt(self, handle: Any, nbytes: int, dtype: Any = None) -> Buffer:
         """Wrap memory the backend did not allocate here (DLPack import); freeing it releases it through ``_release``."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 import time
-import weakref
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -21,6 +20,7 @@ from ..events import Event
 from ..kernels.op import Alias, Plan as OpPlan, TensorType, get
 from ..kernels.runner import execute, plan_for, programs
 from ..memory import Buffer
+from ..reclaim import on_drop
 from ..tensors import Tensor
 from ..transfer import copy_between
 from .ir import Graph, Node, Value
@@ -95,8 +95,8 @@ class ExecutionPlan:
         self._nodes = graph.needed()
         self._version = graph.version
         self._cache: dict[tuple, Prepared] = {}
-        # a plan dropped without release() still frees its arenas and constants
-        self._finalizer = weakref.finalize(self, _release_prepared, self._cache)
+        # a plan dropped without release() still frees its arenas and constants (on the reclaim thread)
+        self._finalizer = on_drop(self, _release_prepared, self._cache)
         self._busy = threading.Lock()
         self.last_profile: list[dict[str, Any]] | None = None
         self.last_submit_seconds = 0.0  # host time the last run spent submitting its steps
