@@ -200,6 +200,53 @@ CASES = [
     Case("Tile", node("Tile", ["x", "r"]), {"x": f32(2, 3)}, inits={"r": i64(2, 3)}),
     Case("CastLike", node("CastLike", ["x", "like"]), {"x": f32(2, 3) * 4}, inits={"like": np.int32(0)},
          opset=15),
+    *[Case(f"Resize_{name}", node("Resize", ins, **attrs), {"x": x}, inits=inits, opset=opset)
+      for name, ins, attrs, x, inits, opset in [
+          ("nearest_asymmetric_floor_x2", ["x", "", "s"],  # PyTorch's nearest upsampling
+           {"coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}, X4,
+           {"s": np.array([1, 1, 2, 2], np.float32)}, 13),
+          ("nearest_half_pixel_prefer_ceil_sizes", ["x", "", "", "z"], {"nearest_mode": "round_prefer_ceil"}, X4,
+           {"z": i64(1, 3, 9, 4)}, 13),
+          ("nearest_uint8_ceil", ["x", "", "s"], {"nearest_mode": "ceil"},
+           R.integers(0, 255, (1, 2, 5, 7)).astype(np.uint8), {"s": np.array([1, 1, 1.5, 0.6], np.float32)}, 13),
+          ("nearest_5d", ["x", "", "s"], {}, f32(1, 2, 3, 4, 2), {"s": np.array([1, 1, 2, 1.5, 3], np.float32)}, 13),
+          ("linear_align_corners_sizes_op11", ["x", "roi", "none", "z"], {"mode": "linear",
+           "coordinate_transformation_mode": "align_corners"}, X4, {"roi": np.zeros(0, np.float32),
+                                                                 "none": np.zeros(0, np.float32),
+                                                                 "z": i64(1, 3, 11, 8)}, 11),
+          ("linear_pytorch_half_pixel_down", ["x", "", "s"], {"mode": "linear",
+           "coordinate_transformation_mode": "pytorch_half_pixel"}, f32(1, 2, 7, 9),
+           {"s": np.array([1, 1, 0.6, 1 / 3], np.float32)}, 13),
+          ("linear_half_pixel_3d", ["x", "", "s"], {"mode": "linear"}, X3, {"s": np.array([1, 2.5, 0.5], np.float32)},
+           13),
+          ("cubic_half_pixel_exclude_outside", ["x", "", "s"], {"mode": "cubic", "cubic_coeff_a": -0.5,
+           "exclude_outside": 1}, X4, {"s": np.array([1, 1, 1.7, 2.2], np.float32)}, 13),
+          ("cubic_asymmetric", ["x", "", "s"], {"mode": "cubic", "coordinate_transformation_mode": "asymmetric"}, X4,
+           {"s": np.array([1, 1, 2, 1.5], np.float32)}, 13),
+          ("linear_antialias_down", ["x", "", "", "z"], {"mode": "linear", "antialias": 1}, f32(1, 2, 12, 17),
+           {"z": i64(1, 2, 5, 4)}, 18),
+          ("cubic_antialias_down", ["x", "", "", "z"], {"mode": "cubic", "antialias": 1}, f32(1, 2, 12, 17),
+           {"z": i64(1, 2, 3, 7)}, 18),
+          ("linear_axes_not_larger", ["x", "", "", "z"], {"mode": "linear", "axes": [3, 2],
+           "keep_aspect_ratio_policy": "not_larger"}, X4, {"z": i64(15, 9)}, 18),
+          ("nearest_axes_not_smaller", ["x", "", "", "z"], {"axes": [2, 3], "keep_aspect_ratio_policy": "not_smaller"},
+           f32(1, 2, 5, 7), {"z": i64(4, 11)}, 18),
+          ("linear_tf_crop_and_resize", ["x", "roi", "", "z"], {"mode": "linear",
+           "coordinate_transformation_mode": "tf_crop_and_resize", "extrapolation_value": 2.5}, X4,
+           {"roi": np.array([0, 0, -0.2, 0.1, 1, 1, 0.9, 1.3], np.float32), "z": i64(1, 3, 7, 5)}, 13),
+          ("nearest_tf_half_pixel_for_nn_op11", ["x", "roi", "s"], {"coordinate_transformation_mode":
+           "tf_half_pixel_for_nn"}, f32(1, 2, 5, 7), {"roi": np.zeros(0, np.float32),
+                                                      "s": np.array([1, 1, 1.7, 0.6], np.float32)}, 11),
+          ("op10_nearest_down", ["x", "s"], {}, f32(1, 2, 5, 7), {"s": np.array([1, 1, 0.5, 0.6], np.float32)}, 10),
+          ("op10_linear", ["x", "s"], {"mode": "linear"}, X4, {"s": np.array([1, 1, 1.5, 2], np.float32)}, 10),
+      ]],
+    Case("Resize_nearest_tf_crop_and_resize_axes", node("Resize", ["x", "roi", "", "z"], axes=[2, 3],
+         coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=-1.0), {"x": X4},
+         inits={"roi": np.array([0.1, 1.2, 0.8, -0.1], np.float32), "z": i64(4, 9)}, opset=18),
+    Case("Upsample_nearest_op9", [node("Upsample", ["x", "s"], ["u"]), node("Relu", ["u"])], {"x": X4},
+         inits={"s": np.array([1, 1, 2, 3], np.float32)}, opset=9),
+    Case("Upsample_linear_attr_op7", node("Upsample", ["x"], mode="linear", scales=[1.0, 1.0, 1.5, 2.5]), {"x": X4},
+         opset=7),
     Case("Graph_output_read_by_a_view", [node("Relu", ["x"], ["r"]), node("Flatten", ["r"], ["y"])],
          {"x": X4}, outputs=["r", "y"]),
 ]
@@ -323,6 +370,67 @@ def test_runtime_shape_input_is_unsupported():
     m = make_model([node("Reshape", ["x", "s"])], {"x": X3, "s": i64(6, 4)}, ["y"])
     with pytest.raises(dl.UnsupportedOp, match="the_reshape.*target shape"):
         dlo.load(m)
+
+
+def _raw_resize(ins, inits, x=X4, opset=13, **attrs):
+    """A Resize model built without shape inference (which would refuse some of the misuse first)."""
+    graph = helper.make_graph([node("Resize", ins, **attrs)], "resize",
+                              [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+                               for n, a in {"x": x, **{k: v for k, v in inits.items() if k.startswith("in_")}}.items()],
+                              [helper.make_tensor_value_info("y", helper.np_dtype_to_tensor_dtype(x.dtype),
+                                                             [f"d{i}" for i in range(x.ndim)])],
+                              [onnx.numpy_helper.from_array(v, k) for k, v in inits.items() if not k.startswith("in_")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+@pytest.mark.parametrize("error,match,ins,inits,attrs", [
+    (dl.GraphError, "exactly one of scales and sizes", ["x", "", "s", "z"],
+     {"s": np.array([1, 1, 2, 2], np.float32), "z": i64(1, 3, 12, 12)}, {}),
+    (dl.GraphError, "exactly one of scales and sizes", ["x", ""], {}, {}),
+    (dl.UnsupportedOp, "scales.*computed at run time", ["x", "", "in_s"], {"in_s": np.ones(4, np.float32)}, {}),
+    (dl.GraphError, "mode 'bicubic'", ["x", "", "s"], {"s": np.array([1, 1, 2, 2], np.float32)},
+     {"mode": "bicubic"}),
+    (dl.GraphError, "coordinate_transformation_mode 'center'", ["x", "", "s"],
+     {"s": np.array([1, 1, 2, 2], np.float32)}, {"coordinate_transformation_mode": "center"}),
+    (dl.GraphError, "nearest_mode 'up'", ["x", "", "s"], {"s": np.array([1, 1, 2, 2], np.float32)},
+     {"nearest_mode": "up"}),
+    (dl.GraphError, "scales must be positive", ["x", "", "s"], {"s": np.array([1, 1, 0, 2], np.float32)}, {}),
+    (dl.GraphError, "sizes must be positive", ["x", "", "", "z"], {"z": i64(1, 3, -4, 6)}, {}),
+    (dl.GraphError, "4 values for 2 axes|sizes has 4", ["x", "", "", "z"], {"z": i64(1, 3, 4, 6)},
+     {"axes": [2, 3]}),
+    (dl.GraphError, "empty axis", ["x", "", "s"], {"s": np.array([1, 1, 0.1, 2], np.float32)}, {}),
+    (dl.GraphError, "antialias", ["x", "", "s"], {"s": np.array([1, 1, 0.5, 0.5], np.float32)},
+     {"antialias": 1}),
+    (dl.GraphError, "axes", ["x", "", "s"], {"s": np.array([2, 2], np.float32)}, {"axes": [2, 2]}),
+    (dl.GraphError, "roi has 2 values", ["x", "r", "s"], {"r": np.array([0, 1], np.float32),
+                                                          "s": np.array([1, 1, 2, 2], np.float32)},
+     {"coordinate_transformation_mode": "tf_crop_and_resize"}),
+])
+def test_resize_misuse_names_the_node(error, match, ins, inits, attrs):
+    with pytest.raises(error, match=match) as info:
+        dlo.load(_raw_resize(ins, inits, opset=18 if "axes" in attrs or "antialias" in attrs else 13, **attrs))
+    assert "the_resize" in str(info.value)
+
+
+def test_resize_of_integers_interpolates_only_by_nearest():
+    x = R.integers(0, 9, (1, 2, 3, 3)).astype(np.int32)
+    with pytest.raises(dl.UnsupportedOp, match="linear.*int32"):
+        dlo.load(_raw_resize(["x", "", "s"], {"s": np.array([1, 1, 2, 2], np.float32)}, x=x, mode="linear"))
+    g = dlo.load(_raw_resize(["x", "", "s"], {"s": np.array([1, 1, 2, 2], np.float32)}, x=x))
+    np.testing.assert_array_equal(g.compile(["host"])(x=x)["y"], x.repeat(2, axis=2).repeat(2, axis=3))
+
+
+def test_resize_negative_axes_and_identity_axes(device):
+    x = f32(1, 2, 5, 7)
+    sizes = {"z": i64(8, 11)}
+    plans = [dlo.load(_raw_resize(["x", "", "", "z"], sizes, x=x, opset=18, mode="cubic", axes=axes))
+             .compile([device.id]) for axes in ([2, 3], [-2, -1])]
+    a, b = (p(x=x)["y"] for p in plans)
+    assert a.shape == (1, 2, 8, 11)
+    np.testing.assert_array_equal(a, b)
+    same = dlo.load(_raw_resize(["x", "", "s"], {"s": np.ones(4, np.float32)}, x=x, mode="linear"))
+    assert [n.op for n in same.needed()] == []  # nothing to resize: the output is the input
+    np.testing.assert_array_equal(same.compile([device.id])(x=x)["y"], x)
 
 
 def test_invalid_attribute_value_is_a_graph_error():

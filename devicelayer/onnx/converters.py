@@ -510,3 +510,6 @@ def _fold_constant_of_shape(ctx, attrs, ins):
 FOLDERS["Constant"] = _fold_constant
 FOLDERS["ConstantOfShape"] = _fold_constant_of_shape
 FOLDERS["Identity"] = lambda ctx, attrs, ins: [ins[0]]
+
+
+from . import resize as _resize  # noqa: E402,F401  (registers Resize and Upsample)
