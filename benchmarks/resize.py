@@ -54,7 +54,7 @@ def run(devices, quick: bool = False) -> list[dict]:
             try:
                 got = plan(x=x)["y"]
                 error = float(np.max(np.abs(got - want)))
-                ours, peer = _paired_ms(lambda: plan(x=x), lambda: session.run(None, {"x": x}), repeat)
+                ours, peer = _paired_ms(lambda p=plan, a=x: p(x=a), lambda s=session, a=x: s.run(None, {"x": a}), repeat)
             finally:
                 plan.release()
             rows.append({"name": f"{name} {dev.id}", "resize": name, "device": dev.id, "shape": str(shape),
