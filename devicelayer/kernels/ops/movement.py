@@ -684,12 +684,24 @@ class Gather(Movement):
         a = attrs["axis"]
         return [TensorType.of(data.shape[:a] + idx.shape + data.shape[a + 1:], data.dtype)]
 
+    def _indices(self, data: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
+        """``idx`` checked against the axis, negative ones counted from its end."""
+        dim = data.shape[axis]
+        if not idx.size:
+            return idx
+        lo, hi = idx.min(), idx.max()
+        if lo < -dim or hi >= dim:
+            raise self.error(f"indices must lie in [{-dim}, {dim}), got [{lo}, {hi}]")
+        return np.where(idx < 0, idx + dim, idx) if lo < 0 else idx
+
     def reference(self, inputs, attrs):
         data, idx = inputs
-        dim = data.shape[attrs["axis"]]
-        if idx.size and (idx.min() < -dim or idx.max() >= dim):
-            raise self.error(f"indices must lie in [{-dim}, {dim}), got [{idx.min()}, {idx.max()}]")
-        return [np.take(data, np.where(idx < 0, idx + dim, idx), axis=attrs["axis"])]
+        return [np.take(data, self._indices(data, idx, attrs["axis"]), axis=attrs["axis"])]
+
+    def reference_into(self, inputs, outputs, attrs):
+        data, idx = inputs
+        if outputs[0].size:  # the indices are checked: "clip" writes straight into the output (no buffer)
+            np.take(data, self._indices(data, idx, attrs["axis"]), axis=attrs["axis"], out=outputs[0], mode="clip")
 
     def plan(self, inputs, outputs, attrs, info):
         data, idx = inputs
