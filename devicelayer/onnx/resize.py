@@ -119,13 +119,7 @@ def _nearest_rows(s: Settings, x: np.ndarray, scale: float) -> np.ndarray:
 
 
 def _coefficients(s: Settings, ratio: float, scale: float) -> np.ndarray:
-    """Weights of the taps around a source coordinate whose distance past its left neighbour is ``ratio``."""
-    if s.mode == "nearest":
-        if ratio == 1:  # an integer coordinate: the row itself
-            return np.array([0.0, 1.0])
-        up = {"round_prefer_floor": ratio > 0.5, "round_prefer_ceil": ratio >= 0.5, "floor": False,
-              "ceil": True}[s.nearest]
-        return np.array([0.0, 1.0]) if up else np.array([1.0, 0.0])
+    """Linear or cubic weights of the taps around a source coordinate ``ratio`` past its left neighbour."""
     if s.mode == "linear":
         if not s.antialias:
             return np.array([1 - ratio, ratio])
