@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import GraphError, UnsupportedOp
-from .converters import Tensor, _cast, _ints, _reshape, converter
-from .loader import Context
+from ...errors import GraphError, UnsupportedOp
+from .base import Tensor, cast, converter, ints, reshape
+from ..loader import Context
 
 COORDINATE_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
                     "tf_crop_and_resize", "tf_half_pixel_for_nn")
@@ -274,7 +274,7 @@ def _resize(ctx: Context, attrs: dict[str, Any]) -> list[Tensor]:
         raise GraphError(f"{'scales' if scales is not None else 'sizes'} has "
                          f"{0 if given is None else given.size} values for {len(axes)} axes")
     if sizes is not None:
-        sizes = np.asarray(_ints(sizes), dtype=np.int64)
+        sizes = np.asarray(ints(sizes), dtype=np.int64)
     policy = attrs.get("keep_aspect_ratio_policy", "stretch") if sizes is not None else "stretch"
     if policy not in ("stretch", "not_larger", "not_smaller"):
         raise GraphError(f"keep_aspect_ratio_policy {policy!r} is not one of stretch, not_larger, not_smaller")
@@ -292,10 +292,10 @@ def _resize(ctx: Context, attrs: dict[str, Any]) -> list[Tensor]:
     if not maps:
         return [x]
     narrow = x.dtype if s.mode != "nearest" and x.dtype != np.float32 else None
-    y = _cast(ctx, x, np.float32, "to_float") if narrow is not None else x
+    y = cast(ctx, x, np.float32, "to_float") if narrow is not None else x
     for a, m in maps:
         y = _apply(ctx, y, a, m)
-    return [_cast(ctx, y, narrow, "") if narrow is not None else y]
+    return [cast(ctx, y, narrow, "") if narrow is not None else y]
 
 
 def _apply(ctx: Context, x: Tensor, axis: int, m: AxisMap) -> Tensor:
@@ -325,9 +325,9 @@ def _matrix_product(ctx: Context, x: Tensor, axis: int, matrix: np.ndarray) -> T
     n_out, n_in = matrix.shape
     out_shape = shape[:axis] + (n_out,) + shape[axis + 1:]
     if after == 1:  # the last axis: rows times the transposed map
-        y = ctx.op("matmul", [_reshape(ctx, x, (before, n_in), f"axis{axis}_rows"),
+        y = ctx.op("matmul", [reshape(ctx, x, (before, n_in), f"axis{axis}_rows"),
                               np.ascontiguousarray(matrix.T)], f"axis{axis}_map")
     else:
-        y = ctx.op("matmul", [matrix, _reshape(ctx, x, (before, n_in, after), f"axis{axis}_rows")],
+        y = ctx.op("matmul", [matrix, reshape(ctx, x, (before, n_in, after), f"axis{axis}_rows")],
                    f"axis{axis}_map")
-    return _reshape(ctx, y, out_shape, f"axis{axis}_shape")
+    return reshape(ctx, y, out_shape, f"axis{axis}_shape")
