@@ -355,7 +355,7 @@ class _Physical:
         L, F = self.limits, self.features
         dtypes = {"int32", "uint32", "float32"}
         if F.get("shaderInt8") and F.get("storageBuffer8BitAccess"):
-            dtypes |= {"int8", "uint8"}
+            dtypes |= {"int8", "uint8", "bool"}  # bool tensors are bytes of 0 and 1
         if F.get("shaderInt16") and F.get("storageBuffer16BitAccess"):
             dtypes |= {"int16", "uint16"}
         if F.get("shaderFloat16") and F.get("storageBuffer16BitAccess"):

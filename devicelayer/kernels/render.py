@@ -11,7 +11,13 @@ from typing import Callable
 
 from .dialect import TYPES, KernelSpec, Param
 
-_FLOAT_MATH = ("exp", "log", "sqrt", "tanh", "floor", "ceil", "sin", "cos")
+#: one-argument math functions every language has under the C name, for float and double
+_FLOAT_MATH = ("exp", "log", "sqrt", "tanh", "floor", "ceil", "sin", "cos", "tan", "asin", "acos", "atan", "sinh",
+               "cosh", "asinh", "acosh", "atanh", "trunc")
+#: dialect functions GLSL has no double form of (GLSL 4.50 defines its transcendental functions for float only)
+_GLSL_FLOAT_ONLY = frozenset({"dl_exp", "dl_log", "dl_tanh", "dl_sin", "dl_cos", "dl_tan", "dl_asin", "dl_acos",
+                              "dl_atan", "dl_sinh", "dl_cosh", "dl_asinh", "dl_acosh", "dl_atanh", "dl_erf", "dl_pow",
+                              "dl_fmod"})
 
 
 def _acc(elem: str) -> str:
@@ -41,6 +47,8 @@ typedef long long i64;
 typedef unsigned long long u64;
 typedef double f64;
 typedef unsigned char uchar;
+typedef short i16;
+typedef unsigned short u16;
 __device__ __forceinline__ int dl_dim(const uint3 v, int d) { return d == 0 ? (int)v.x : d == 1 ? (int)v.y : (int)v.z; }
 __device__ __forceinline__ int dl_dim(const dim3 v, int d) { return d == 0 ? (int)v.x : d == 1 ? (int)v.y : (int)v.z; }
 #define LID(d) dl_dim(threadIdx, d)
@@ -67,6 +75,14 @@ __device__ __forceinline__ float dl_pow(float x, float y) { return powf(x, y); }
 __device__ __forceinline__ double dl_pow(double x, double y) { return pow(x, y); }
 __device__ __forceinline__ float dl_erf(float x) { return erff(x); }
 __device__ __forceinline__ double dl_erf(double x) { return erf(x); }
+__device__ __forceinline__ float dl_round(float x) { return rintf(x); }
+__device__ __forceinline__ double dl_round(double x) { return rint(x); }
+__device__ __forceinline__ float dl_fmod(float x, float y) { return fmodf(x, y); }
+__device__ __forceinline__ double dl_fmod(double x, double y) { return fmod(x, y); }
+__device__ __forceinline__ bool dl_isinf(float x) { return isinf(x); }
+__device__ __forceinline__ bool dl_isinf(double x) { return isinf(x); }
+__device__ __forceinline__ float dl_sign(float x) { return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x); }
+__device__ __forceinline__ double dl_sign(double x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : x); }
 """ + "".join(
     f"__device__ __forceinline__ float dl_{f}(float x) {{ return {f}f(x); }}\n"
     f"__device__ __forceinline__ double dl_{f}(double x) {{ return {f}(x); }}\n" for f in _FLOAT_MATH)
@@ -93,6 +109,8 @@ def render_cuda(spec: KernelSpec) -> str:
 _OPENCL_PRELUDE = r"""
 typedef long i64;
 typedef ulong u64;
+typedef short i16;
+typedef ushort u16;
 #define GID(d) ((int)get_global_id(d))
 #define LID(d) ((int)get_local_id(d))
 #define GROUP(d) ((int)get_group_id(d))
@@ -110,6 +128,10 @@ typedef ulong u64;
 #define dl_abs(x) fabs(x)
 #define dl_pow(x, y) pow(x, y)
 #define dl_erf(x) erf(x)
+#define dl_round(x) rint(x)
+#define dl_fmod(x, y) fmod(x, y)
+#define dl_isinf(x) isinf(x)
+#define dl_sign(x) (((x) > 0 ? 1 : ((x) < 0 ? -1 : 0)) + (x) * 0)  /* x * 0 keeps the type and a NaN */
 """ + "".join(f"#define dl_{f}(x) {f}(x)\n" for f in _FLOAT_MATH)
 
 
@@ -133,7 +155,8 @@ def render_opencl(spec: KernelSpec) -> str:
 
 # -- GLSL compute (Vulkan) -----------------------------------------------------------------
 _GLSL_TYPES = {"float": "float", "f16": "float16_t", "f64": "double", "int": "int", "uint": "uint",
-               "i64": "int64_t", "u64": "uint64_t", "char": "int8_t", "uchar": "uint8_t", "bool": "uint"}
+               "i64": "int64_t", "u64": "uint64_t", "char": "int8_t", "uchar": "uint8_t", "i16": "int16_t",
+               "u16": "uint16_t"}
 
 _GLSL_PRELUDE = r"""
 #define GID(d) int(gl_GlobalInvocationID[d])
@@ -149,15 +172,18 @@ _GLSL_PRELUDE = r"""
 float dl_max(float a, float b) { return (a > b || isnan(a)) ? a : b; }
 float dl_min(float a, float b) { return (a < b || isnan(a)) ? a : b; }
 bool dl_isnan(float x) { return isnan(x); }
+bool dl_isinf(float x) { return isinf(x); }
 float dl_rsqrt(float x) { return inversesqrt(x); }
 float dl_abs(float x) { return abs(x); }
-float dl_exp(float x) { return exp(x); }
-float dl_log(float x) { return log(x); }
 float dl_sqrt(float x) { return sqrt(x); }
 float dl_floor(float x) { return floor(x); }
 float dl_ceil(float x) { return ceil(x); }
-float dl_sin(float x) { return sin(x); }
-float dl_cos(float x) { return cos(x); }
+float dl_trunc(float x) { return trunc(x); }
+float dl_round(float x) { return roundEven(x); }
+float dl_sign(float x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : x); }
+float dl_fmod(float x, float y) { return x - y * trunc(x / y); }
+""" + "".join(f"float dl_{f}(float x) {{ return {f}(x); }}\n" for f in
+              ("exp", "log", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")) + r"""
 float dl_tanh(float x) {
     // tanh through exp of a clamped argument: some drivers return NaN for large |x|
     float c = clamp(x, -15.0, 15.0);
@@ -191,6 +217,32 @@ float dl_erf(float x) {
 """
 
 
+_GLSL_F64 = r"""
+double dl_max(double a, double b) { return (a > b || isnan(a)) ? a : b; }
+double dl_min(double a, double b) { return (a < b || isnan(a)) ? a : b; }
+bool dl_isnan(double x) { return isnan(x); }
+bool dl_isinf(double x) { return isinf(x); }
+double dl_rsqrt(double x) { return inversesqrt(x); }
+double dl_abs(double x) { return abs(x); }
+double dl_sqrt(double x) { return sqrt(x); }
+double dl_floor(double x) { return floor(x); }
+double dl_ceil(double x) { return ceil(x); }
+double dl_trunc(double x) { return trunc(x); }
+double dl_round(double x) { return roundEven(x); }
+double dl_sign(double x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : x); }
+"""
+
+
+def lacks(code: str, language: str, elem: str) -> str | None:
+    """Why ``code`` (a body or expression using dialect math) cannot be rendered for element type ``elem`` in
+    ``language``; None when it can.  GLSL defines its transcendental functions for float only."""
+    if language == "glsl" and _acc(elem) == "f64":
+        missing = sorted(f for f in _GLSL_FLOAT_ONLY if f + "(" in code)
+        if missing:
+            return f"GLSL has no float64 {', '.join(m[3:] for m in missing)}"
+    return None
+
+
 def render_glsl(spec: KernelSpec) -> str:
     """GLSL 450 compute: buffers as std430 bindings in order, scalars as push constants in order."""
     used = spec.dtypes_used()
@@ -203,14 +255,20 @@ def render_glsl(spec: KernelSpec) -> str:
     if used & {"int8", "uint8"}:
         head.append("#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require\n"
                     "#extension GL_EXT_shader_8bit_storage : require\n")
+    if used & {"int16", "uint16"}:
+        head.append("#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require\n")
+        if "float16" not in used:
+            head.append("#extension GL_EXT_shader_16bit_storage : require\n")
     head.append("layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;\n")
     for name, glsl in _GLSL_TYPES.items():
-        if name not in ("float", "int", "uint", "bool"):
+        if name not in ("float", "int", "uint"):
             head.append(f"#define {name} {glsl}\n")
     elem = spec.elem
     head.append(f"#define T {_GLSL_TYPES[elem]}\n#define ACC {_GLSL_TYPES[_acc(elem)]}\n")
     head.append("#define TO_ACC(v) ACC(v)\n#define FROM_ACC(v) T(v)\n")
     head.append(_GLSL_PRELUDE)
+    if "float64" in used:
+        head.append(_GLSL_F64)
     head.append(_defines(spec))
     binding = 0
     for p in spec.params:
@@ -247,4 +305,4 @@ def render(spec: KernelSpec, language: str) -> str:
     return renderer(spec)
 
 
-__all__ = ["Param", "KernelSpec", "render", "RENDERERS", "TYPES"]
+__all__ = ["Param", "KernelSpec", "render", "lacks", "RENDERERS", "TYPES"]

@@ -99,7 +99,7 @@ def copy_type(dtype: np.dtype) -> str | None:
     """The dialect type a copy of ``dtype`` moves bits with (None when there is none)."""
     dtype = np.dtype(dtype)
     if dtype.itemsize == 2 and dtype.name != "float16":
-        return None  # 16-bit ints: no 16-bit integer type in the dialect
+        return "u16"  # 16-bit ints move as themselves (a device may have them without float16)
     return _COPY_TYPES.get(dtype.itemsize)
 
 
@@ -157,7 +157,7 @@ class Movement(Op):
     """Base of the data movement ops: bit copies for every element type the device has."""
 
     kernel_dtypes = frozenset({"float32", "float16", "float64", "int32", "int64", "uint32", "uint64",
-                               "int8", "uint8", "bool"})
+                               "int8", "uint8", "int16", "uint16", "bool"})
     #: inputs that are data (moved as bits; None: all); the rest (gather's indices) are checked by the op
     data_inputs: tuple[int, ...] | None = (0,)
 
