@@ -145,6 +145,16 @@ class Context:
                                 "only constant values are supported")
         return x
 
+    def on_host(self, fn: Callable[[list[np.ndarray]], list[np.ndarray]], inputs: Sequence[Value | np.ndarray],
+                what: str) -> list[np.ndarray]:
+        """``fn`` (NumPy arrays in, a list of NumPy arrays out) applied on the host to the values of ``inputs``:
+        for ops whose output shape depends on the data (NonZero, Unique, Compress, NonMaxSuppression).  Now
+        when every input is a constant; an input computed at run time is refused (UnsupportedOp naming
+        ``what``) until plans split at such nodes."""
+        if not all(isinstance(x, np.ndarray) for x in inputs):
+            raise UnsupportedOp(f"{what}: the output shape depends on values computed at run time")
+        return [np.asarray(r) for r in fn([np.asarray(x) for x in inputs])]
+
     def value(self, i: int) -> Value:
         """Input ``i`` as a graph Value (constants become graph constants, once)."""
         return self.as_value(self.raw(i))
