@@ -35,7 +35,7 @@ def test_bundled_on_every_device_with_check_json(capsys):
     doc = json.loads(out)
     assert doc["schema"] == cli_run.JSON_SCHEMA and doc["ok"] is True
     assert [e["device"] for e in doc["devices"]] == [d.id for d in dl.devices()]
-    nodes = len(load(bundled_path("tiny_cnn")).needed())  # after folding (conv + relu are one node)
+    nodes = len(load(bundled_path("tiny_cnn")).graph().needed())  # after folding (conv + relu are one node)
     assert 0 < nodes < 9
     for i, e in enumerate(doc["devices"]):
         assert e["latency_ms"]["min"] <= e["latency_ms"]["median"]

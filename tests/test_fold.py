@@ -72,7 +72,7 @@ def test_a_graph_with_nothing_to_fold_is_returned_as_is():
 def test_onnx_load_folds_and_can_keep_the_graph_as_written():
     from devicelayer.onnx import load, bundled
 
-    folded, literal = load(bundled()), load(bundled(), fold=False)
+    folded, literal = load(bundled()).graph(), load(bundled(), fold=False).graph()
     assert len(folded.needed()) <= len(literal.needed())
 
 
@@ -106,8 +106,8 @@ def test_an_affine_map_after_a_fused_relu_stays_a_node(rng):
 def test_onnx_load_fuses_conv_relu(rng):
     from devicelayer.onnx import load, bundled
 
-    ops = [(n.op, n.attrs.get("activation")) for n in load(bundled()).needed()]
-    literal = [n.op for n in load(bundled(), fold=False).needed()]
+    ops = [(n.op, n.attrs.get("activation")) for n in load(bundled()).graph().needed()]
+    literal = [n.op for n in load(bundled(), fold=False).graph().needed()]
     assert literal.count("relu") > 0 and ("conv", "relu") in ops
     assert sum(op == "relu" for op, _ in ops) < literal.count("relu")
 

@@ -42,7 +42,7 @@ def test_wheel_installs_into_a_fresh_venv(tmp_path):
         g.output("y", g.relu(g.matmul(x, g.constant(np.eye(8, dtype=np.float32)))))
         y = g.compile(["host"])(x=-np.ones((2, 8), np.float32))["y"]
         assert (y == 0).all()
-        assert devicelayer.onnx.load(devicelayer.onnx.bundled("tiny_cnn")).nodes
+        assert devicelayer.onnx.load(devicelayer.onnx.bundled("tiny_cnn")).graph().nodes
         print(json.dumps({"file": devicelayer.__file__, "backends": devicelayer.backends.__file__,
                           "shaders": names, "first": str(shader_path(names[0])) if names else None,
                           "devices": [d.id for d in devicelayer.devices()]}))

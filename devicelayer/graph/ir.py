@@ -194,12 +194,13 @@ class Graph:
         return [n for n in self.order() if id(n) in live]
 
     def compile(self, devices: Any = "auto", placement: dict[str, Any] | None = None, strict: bool = False,
-                policy: str = "fill", record: bool = True) -> Any:
+                policy: str = "fill", record: bool = True, constants: Any = None) -> Any:
         """Prepare an ExecutionPlan: placement (explicit ``placement`` wins), transfers, memory, kernels.
 
         ``devices`` is "auto" (every device, in preference order) or a list of ids/devices.
         ``record`` replays each same-device run of nodes as one recorded submission (CUDA graph,
-        one command buffer); ``record=False`` submits node by node.
+        one command buffer); ``record=False`` submits node by node.  ``constants`` (a
+        ``graph.constants.ConstantStore``) shares the device copies of constants with other plans.
         """
         from ..registry import device as find, devices as every
         from .plan import ExecutionPlan
@@ -217,7 +218,7 @@ class Graph:
             chosen = [find(devices)]
         if not chosen:
             raise GraphError("compile: no devices")
-        return ExecutionPlan(self, chosen, placement, strict, policy, record)
+        return ExecutionPlan(self, chosen, placement, strict, policy, record, constants)
 
     def __repr__(self) -> str:
         return f"<Graph {self.name}: {len(self.nodes)} nodes, {len(self.inputs)} inputs, {len(self.outputs)} outputs>"

@@ -59,6 +59,7 @@ class Prepared:
     devices: list[Device]
     roots: dict[int, int] = field(default_factory=dict)
     replay: Any = None  # the recorded form (graph/replay.py), built on the first recorded run
+    shared: list[tuple[Any, Device, np.ndarray]] = field(default_factory=list)  # (store, device, array) held
 
 
 def infer_types(graph: Graph, nodes: Sequence[Node], inputs: Mapping[str, TensorType]) -> dict[int, TensorType]:
@@ -85,9 +86,10 @@ class ExecutionPlan:
     """A compiled graph: ``plan(x=array)`` returns a dict of NumPy outputs; ``plan.run`` works on device Tensors."""
 
     def __init__(self, graph: Graph, devices: Sequence[Device], placement: Mapping[str, Any] | None,
-                 strict: bool, policy: str, record: bool = True) -> None:
+                 strict: bool, policy: str, record: bool = True, constants: Any = None) -> None:
         self.graph = graph
         self.devices = list(devices)
+        self._store = constants  # a ConstantStore shared with other plans (graph/constants.py), or None
         self._explicit = dict(placement or {})
         self._strict = strict
         self._policy = policy
@@ -251,17 +253,18 @@ class ExecutionPlan:
             for dev in self.devices:
                 if (root, id(dev)) in bufs and bufs[(root, id(dev))] is not None:
                     bufs[(v, id(dev))] = bufs[(root, id(dev))].view(0, _nbytes(types[v]), types[v].dtype)
-        consts = self._upload_constants(types, placement, bufs) + extra
+        shared: list[tuple[Any, Device, np.ndarray]] = []
+        consts = self._upload_constants(types, placement, bufs, shared) + extra
         for s in steps:  # compile every kernel now, not on the first run
             if s.kind == "node":
                 s.compiled = programs(get(s.node.op), s.device, s.op_plan, [types[id(v)] for v in s.node.inputs],
                                       [types[id(v)] for v in s.node.outputs], s.node.attrs)
         del value_of
         return Prepared(types, placement, steps, arenas, arena_plans, bufs, temps, consts, transfers,
-                        list(self.devices), roots)
+                        list(self.devices), roots, shared=shared)
 
     def _upload_constants(self, types: dict[int, TensorType], placement: Placement,
-                          bufs: dict[tuple[int, int], Buffer]) -> list[Buffer]:
+                          bufs: dict[tuple[int, int], Buffer], shared: list) -> list[Buffer]:
         consts: list[Buffer] = []
         events = []
         for node in self._nodes:
@@ -270,6 +273,12 @@ class ExecutionPlan:
                 if v.constant is None or (id(v), id(dev)) in bufs:
                     continue
                 arr = v.constant
+                if self._store is not None:  # one device copy for every plan of the model
+                    bufs[(id(v), id(dev))], event = self._store.acquire(dev, arr)
+                    shared.append((self._store, dev, arr))
+                    if event is not None:
+                        events.append(event)
+                    continue
                 buf = dev.pool.allocate(max(arr.nbytes, arr.dtype.itemsize), arr.dtype)
                 if arr.nbytes:
                     events.append(dev.pool.upload(buf.view(0, arr.nbytes, arr.dtype), arr))
@@ -282,6 +291,10 @@ class ExecutionPlan:
     # -- running ---------------------------------------------------------------------------------
     def __call__(self, profile: bool = False, **inputs: Any) -> dict[str, np.ndarray]:
         """Run with NumPy inputs (by name); returns every output as a NumPy array."""
+        return self.run_numpy(inputs, profile)
+
+    def run_numpy(self, inputs: Mapping[str, Any], profile: bool = False) -> dict[str, np.ndarray]:
+        """``plan(**inputs)`` with the inputs as a mapping (names that are not Python identifiers too)."""
         if self._record and not profile:
             return self._locked(inputs, profile, True)
         tensors = self.run(inputs, profile=profile)
@@ -568,6 +581,9 @@ def _release_prepared(cache: dict[tuple, Prepared]) -> None:
         for c in prepared.consts:
             if not c.freed:
                 c.pool.free(c)
+        for store, dev, arr in prepared.shared:
+            store.release(dev, arr)
+        prepared.shared.clear()
     cache.clear()
 
 

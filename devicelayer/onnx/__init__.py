@@ -1,7 +1,7 @@
-"""The ONNX front end: ``devicelayer.onnx.load(model) -> Graph``, an ONNX ``Backend``, bundled models.
+"""The ONNX front end: ``devicelayer.onnx.load(model) -> OnnxModel``, an ONNX ``Backend``, bundled models.
 
->>> g = devicelayer.onnx.load("model.onnx", input_shapes={"x": (1, 3, 224, 224)})
->>> plan = g.compile(["opencl:0"])
+>>> model = devicelayer.onnx.load("model.onnx")       # symbolic dimensions stay symbolic
+>>> plan = model.compile(["opencl:0"])                 # specialised per signature of input shapes
 >>> plan(x=array)
 """
 
@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from .loader import convert, load, read_model
+from .model import OnnxModel
 
-__all__ = ["load", "convert", "read_model", "bundled", "backend"]
+__all__ = ["load", "convert", "read_model", "OnnxModel", "bundled", "backend"]
 
 
 def bundled(name: str = "tiny_cnn") -> str:

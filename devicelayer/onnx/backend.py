@@ -14,12 +14,13 @@ by default nothing falls back.
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import numpy as np
 
 from ..errors import DeviceLayerError, InvalidArgument
-from .loader import convert, read_model
+from .loader import read_model
+from .model import OnnxModel
 
 try:
     from onnx.backend.base import Backend, BackendRep, namedtupledict
@@ -41,30 +42,23 @@ def resolve_device(device: str, default: str | None = None) -> str:
 
 
 class DevicelayerRep(BackendRep):
-    """A prepared model: ``run(inputs)`` returns the outputs in the model's order."""
+    """A prepared model: ``run(inputs)`` returns the outputs in the model's order (a plan specialised per
+    signature of input shapes, see ``devicelayer.onnx.load``)."""
 
     def __init__(self, model: Any, device_id: str, fallback: bool = False) -> None:
         self.model = model
         self.device_id = device_id
         self.devices = [device_id] + (["host"] if fallback and device_id != "host" else [])
-        inits = {i.name for i in model.graph.initializer}
-        self.input_names = [vi.name for vi in model.graph.input if vi.name not in inits]
-        self.output_names = [vo.name for vo in model.graph.output]
-        self.graph = convert(model)
-        self._plans: dict[tuple, Any] = {}
+        self.onnx_model = OnnxModel(model)
+        self.input_names = [spec.name for spec in self.onnx_model.inputs]
+        self.output_names = list(self.onnx_model.output_names)
+        self._plan: Any = None
 
-    def plan(self, shapes: Mapping[str, Sequence[int]] | None = None) -> Any:
-        """The ExecutionPlan for these input shapes (declared shapes when None); compiled once per shapes."""
-        if shapes is None:
-            shapes = {v.name: v.shape for v in self.graph.inputs}
-        key = tuple(sorted((k, tuple(int(s) for s in v)) for k, v in shapes.items()))
-        plan = self._plans.get(key)
-        if plan is None:
-            declared = {v.name: v.shape for v in self.graph.inputs}
-            graph = self.graph if all(tuple(declared[k]) == tuple(s) for k, s in key) else \
-                convert(self.model, dict(key))
-            plan = self._plans[key] = graph.compile(self.devices)
-        return plan
+    def plan(self) -> Any:
+        """The model's plan (a ``DynamicPlan``) on this device, compiled once."""
+        if self._plan is None:
+            self._plan = self.onnx_model.compile(self.devices)
+        return self._plan
 
     def run(self, inputs: Any, **kwargs: Any) -> Any:
         if isinstance(inputs, Mapping):
@@ -77,9 +71,8 @@ class DevicelayerRep(BackendRep):
                 raise InvalidArgument(f"{len(inputs)} inputs given; the model takes {len(self.input_names)} "
                                       f"({self.input_names})")
             feeds = dict(zip(self.input_names, inputs))
-        feeds = {k: np.asarray(v) for k, v in feeds.items()}
-        plan = self.plan({k: v.shape for k, v in feeds.items()})
-        out = plan(**feeds)
+        feeds = {k: v if isinstance(v, (list, tuple)) or v is None else np.asarray(v) for k, v in feeds.items()}
+        out = self.plan().run_numpy(feeds)
         return namedtupledict("Outputs", self.output_names)(*[out[n] for n in self.output_names])
 
 

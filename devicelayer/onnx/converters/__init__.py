@@ -1,7 +1,8 @@
 """ONNX op converters, one module per op family (as ``devicelayer/kernels/ops/``); importing this package
 registers every converter in ``CONVERTERS`` and every load-time evaluator in ``FOLDERS``."""
 
-from .base import CONVERTERS, FOLDERS, converter  # noqa: F401
-from . import binary, elementwise, generators, linalg, movement, normalization, reduce, resize  # noqa: F401,E402
+from . import binary, control, elementwise, generators, linalg, movement, normalization, reduce  # noqa: F401
+from . import resize, sequence  # noqa: F401
+from .base import CONVERTERS, FOLDERS, converter
 
 __all__ = ["CONVERTERS", "FOLDERS", "converter"]
