@@ -1,4 +1,4 @@
-"""The ``devicelayer`` command: ``info``, ``bench`` and ``run``."""
+"""The ``devicelayer`` command: ``info``, ``bench``, ``run`` and ``generate``."""
 
 from __future__ import annotations
 
@@ -125,12 +125,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.add_argument("--device", action="append", help="device id (repeatable; default: every device)")
     bench.add_argument("--json", action="store_true", help="print the figures as JSON")
     bench.add_argument("--quick", action="store_true", help="smaller sizes, fewer repetitions")
-    from . import cli_run
+    from . import cli_generate, cli_run
 
     cli_run.add_parser(sub)
+    cli_generate.add_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "run":
         return cli_run.main(args)
+    if args.command == "generate":
+        return cli_generate.main(args)
     if args.command == "bench":
         return _bench(args)
     if args.command == "info":

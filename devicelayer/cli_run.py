@@ -3,8 +3,10 @@
     devicelayer run model.onnx --device opencl:0 --input x=x.npy --check --repeat 20 --json
     devicelayer run --bundled tiny_cnn --device all --check
 
-Inputs come from .npy files (``--input NAME=FILE.npy``) or are random (seeded, ``--seed``);
-dynamic dimensions take ``--shape NAME=D0,D1,...`` (or the .npy's shape, or 1).  ``--device`` is a
+Inputs come from .npy files (``--input NAME=FILE.npy``) or are random (seeded, ``--seed``); an input
+with symbolic dimensions takes ``--shape NAME=D0,D1,...`` (or the .npy's shape, or 1 per symbolic
+dimension).  Several ``--shape`` for one input run the model at each (``--shape x=1,3,224,224 --shape
+x=8,3,224,224``): one loaded model, one plan per device, a row per signature.  ``--device`` is a
 device id, ``auto`` (one plan placed over every device, in preference order) or ``all`` (one plan
 per device, outputs compared between them).  ``--check`` compares every device with onnxruntime.
 Exit status: 0 when every run (and check) succeeded, 1 when a check failed or a device failed, 2 on
@@ -67,47 +69,73 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
     return out
 
 
-def _inputs(model: Any, args: argparse.Namespace) -> tuple[dict[str, np.ndarray], dict[str, tuple[int, ...]]]:
+def _shape_sets(args: argparse.Namespace) -> list[dict[str, tuple[int, ...]]]:
+    """The ``--shape`` options as signatures of input shapes: an input given several shapes runs at each; inputs
+    given one keep it in every signature."""
+    given: dict[str, list[tuple[int, ...]]] = {}
+    for item in args.shape:
+        name, sep, dims = item.partition("=")
+        if not sep or not name or not dims:
+            raise UsageError(f"--shape must look like NAME=D0,D1,..., got {item!r}")
+        try:
+            shape = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            raise UsageError(f"--shape {name}={dims}: dimensions must be integers separated by commas") from None
+        if any(d < 0 for d in shape):
+            raise UsageError(f"--shape {name}={dims}: dimensions must be >= 0")
+        given.setdefault(name, []).append(shape)
+    count = max((len(v) for v in given.values()), default=1)
+    for name, shapes in given.items():
+        if len(shapes) not in (1, count):
+            raise UsageError(f"--shape gives {name!r} {len(shapes)} shapes and another input {count}: give each "
+                             f"input one shape or {count}")
+    return [{name: shapes[k if len(shapes) > 1 else 0] for name, shapes in given.items()} for k in range(count)]
+
+
+def _inputs(model: Any, args: argparse.Namespace) -> list[dict[str, np.ndarray]]:
+    """One set of feeds per signature of input shapes (``--shape``): ``--input`` files, else random arrays of the
+    given shape (or the declared one, symbolic dimensions 1)."""
     from .onnx.testing import random_array
     from onnx import helper
 
     files = _pairs(args.input, "--input")
-    shapes: dict[str, tuple[int, ...]] = {}
-    for name, dims in _pairs(args.shape, "--shape").items():
-        try:
-            shapes[name] = tuple(int(d) for d in dims.split(","))
-        except ValueError:
-            raise UsageError(f"--shape {name}={dims}: dimensions must be integers separated by commas") from None
-        if any(d < 0 for d in shapes[name]):
-            raise UsageError(f"--shape {name}={dims}: dimensions must be >= 0")
+    sets = _shape_sets(args)
     inits = {i.name for i in model.graph.initializer}
     declared = [vi for vi in model.graph.input if vi.name not in inits]
     known = {vi.name for vi in declared}
-    for name in list(files) + list(shapes):
+    for name in list(files) + [n for s in sets for n in s]:
         if name not in known:
             raise UsageError(f"the model has no input {name!r}; its inputs are {sorted(known)}")
-    rng = np.random.default_rng(args.seed)
-    feeds = {}
+    loaded: dict[str, np.ndarray] = {}
     for vi in declared:
-        tt = vi.type.tensor_type
-        dt = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type))
-        if vi.name in files:
-            try:
-                arr = np.load(files[vi.name], allow_pickle=False)
-            except (OSError, ValueError) as exc:
-                raise UsageError(f"--input {vi.name}: cannot read {files[vi.name]!r}: {exc}") from None
-            try:
-                feeds[vi.name] = np.ascontiguousarray(arr.astype(dt, copy=False))
-            except (TypeError, ValueError) as exc:
-                raise UsageError(f"--input {vi.name}: {files[vi.name]!r} holds {arr.dtype}, which does not "
-                                 f"convert to the model's {dt}: {exc}") from None
-            shapes.setdefault(vi.name, tuple(arr.shape))
+        if vi.name not in files:
             continue
-        shape = shapes.get(vi.name) or tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else 1
-                                             for d in tt.shape.dim)
-        shapes[vi.name] = tuple(shape)
-        feeds[vi.name] = random_array(rng, shape, dt)
-    return feeds, shapes
+        dt = np.dtype(helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type))
+        try:
+            arr = np.load(files[vi.name], allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"--input {vi.name}: cannot read {files[vi.name]!r}: {exc}") from None
+        if not isinstance(arr, np.ndarray):
+            raise UsageError(f"--input {vi.name}: {files[vi.name]!r} holds several arrays (an .npz); give an .npy")
+        try:
+            loaded[vi.name] = np.ascontiguousarray(arr.astype(dt, copy=False))
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"--input {vi.name}: {files[vi.name]!r} holds {arr.dtype}, which does not "
+                             f"convert to the model's {dt}: {exc}") from None
+    feeds_per_set = []
+    for shapes in sets:
+        rng = np.random.default_rng(args.seed)
+        feeds = {}
+        for vi in declared:
+            if vi.name in loaded:
+                feeds[vi.name] = loaded[vi.name]
+                continue
+            tt = vi.type.tensor_type
+            dt = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type))
+            shape = shapes.get(vi.name) or tuple(d.dim_value if d.HasField("dim_value") else 1 for d in tt.shape.dim)
+            feeds[vi.name] = random_array(rng, shape, dt)
+        feeds_per_set.append(feeds)
+    return feeds_per_set
 
 
 def _time(plan: Any, feeds: dict[str, np.ndarray], repeat: int, label: str, progress: Any) -> tuple[dict, list]:
@@ -158,9 +186,9 @@ def _main(args: argparse.Namespace) -> int:
         model = read_model(Path(path))
     except DeviceLayerError as exc:
         raise UsageError(str(exc)) from None
-    feeds, shapes = _inputs(model, args)
+    feed_sets = _inputs(model, args)
     try:
-        graph = load(model, input_shapes=shapes)
+        graph = load(model)
     except DeviceLayerError as exc:
         raise UsageError(f"cannot load {path}: {type(exc).__name__}: {exc}") from None
 
@@ -176,12 +204,12 @@ def _main(args: argparse.Namespace) -> int:
     if not targets:
         raise UsageError("no device is usable (see devicelayer info)")
 
-    reference = None
+    references: list[Any] = [None] * len(feed_sets)
     if args.check:
         try:
             from .onnx.testing import onnxruntime_run
 
-            reference = onnxruntime_run(model, feeds)
+            references = [onnxruntime_run(model, feeds) for feeds in feed_sets]
         except ImportError:
             raise UsageError("--check needs onnxruntime (pip install onnxruntime)") from None
 
@@ -198,53 +226,71 @@ def _main(args: argparse.Namespace) -> int:
         progress.start()
     try:
         for label, devs in targets:
-            entry: dict[str, Any] = {"device": label}
             try:
                 t0 = time.perf_counter()
                 plan = graph.compile(devs)
-                entry["compile_s"] = time.perf_counter() - t0
-                outputs, times = _time(plan, feeds, args.repeat, f"{label}: {args.repeat} runs", progress)
-                entry["latency_ms"] = ({"median": statistics.median(times) * 1e3, "min": min(times) * 1e3}
-                                       if times else None)
-                counts: dict[str, int] = {}
-                for row in plan.placement_table():
-                    counts[row["device"]] = counts.get(row["device"], 0) + 1
-                entry["placement"] = counts
-                entry["transfers"] = plan.transfers
-                entry["memory"] = plan.memory_report()
-                if args.trace:
-                    plan(profile=True, **feeds)
-                    trace = Path(args.trace)
-                    if len(targets) > 1:
-                        trace = trace.with_name(f"{trace.stem}.{label.replace(':', '_')}{trace.suffix}")
-                    plan.trace(trace)
-                    entry["trace"] = str(trace)
-                plan.release()
-                outputs_by[label] = outputs
-                entry["outputs"] = {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in outputs.items()}
-                if reference is not None:
-                    errs = {k: scaled_error(outputs[k], reference[k]) for k in reference}
-                    entry["check"] = {"reference": "onnxruntime", "errors": errs,
-                                      "ok": all(e <= args.tolerance for e in errs.values())}
-            except (DeviceLayerError, OSError) as exc:
-                entry["error"] = f"{type(exc).__name__}: {exc}"
-            results.append(entry)
+                compile_s = time.perf_counter() - t0
+            except DeviceLayerError as exc:
+                results.append({"device": label, "error": f"{type(exc).__name__}: {exc}"})
+                continue
+            for k, (feeds, reference) in enumerate(zip(feed_sets, references)):
+                entry: dict[str, Any] = {"device": label, "compile_s": compile_s,
+                                         "shapes": {n: list(v.shape) for n, v in feeds.items()}}
+                key = label if len(feed_sets) == 1 else f"{label} {_signature(feeds)}"
+                try:
+                    t0 = time.perf_counter()
+                    outputs, times = _time(plan, feeds, args.repeat, f"{key}: {args.repeat} runs", progress)
+                    entry["first_run_s"] = time.perf_counter() - t0 - sum(times)
+                    entry["latency_ms"] = ({"median": statistics.median(times) * 1e3, "min": min(times) * 1e3}
+                                           if times else None)
+                    counts: dict[str, int] = {}
+                    for row in plan.placement_table():
+                        counts[row["device"]] = counts.get(row["device"], 0) + 1
+                    entry["placement"] = counts
+                    entry["transfers"] = plan.transfers
+                    entry["memory"] = plan.memory_report()
+                    entry["specialisations"] = plan.cache_info()
+                    if args.trace:
+                        plan(profile=True, **feeds)
+                        trace = Path(args.trace)
+                        if len(targets) > 1 or len(feed_sets) > 1:
+                            suffix = label.replace(":", "_") + (f".{k}" if len(feed_sets) > 1 else "")
+                            trace = trace.with_name(f"{trace.stem}.{suffix}{trace.suffix}")
+                        plan.trace(trace)
+                        entry["trace"] = str(trace)
+                    outputs_by[key] = outputs
+                    entry["outputs"] = {n: {"shape": list(v.shape), "dtype": str(v.dtype)} for n, v in outputs.items()}
+                    if reference is not None:
+                        errs = {n: scaled_error(outputs[n], reference[n]) for n in reference}
+                        entry["check"] = {"reference": "onnxruntime", "errors": errs,
+                                          "ok": all(e <= args.tolerance for e in errs.values())}
+                except (DeviceLayerError, OSError) as exc:
+                    entry["error"] = f"{type(exc).__name__}: {exc}"
+                results.append(entry)
+            plan.release()
     finally:
         if progress is not None:
             progress.stop()
 
-    if len(outputs_by) > 1:  # --device all: every device against the first that ran
-        first, base = next(iter(outputs_by.items()))
-        for entry in results:
-            if entry["device"] in outputs_by and entry["device"] != first:
-                errs = {k: scaled_error(outputs_by[entry["device"]][k], base[k]) for k in base}
-                entry["agreement"] = {"with": first, "errors": errs,
-                                      "ok": all(e <= args.tolerance for e in errs.values())}
+    if len(targets) > 1:  # --device all: every device against the first that ran, signature by signature
+        for k, feeds in enumerate(feed_sets):
+            keys = [label if len(feed_sets) == 1 else f"{label} {_signature(feeds)}" for label, _ in targets]
+            ran = [key for key in keys if key in outputs_by]
+            if not ran:
+                continue
+            first, base = ran[0], outputs_by[ran[0]]
+            for entry in results:
+                key = entry["device"] if len(feed_sets) == 1 else f"{entry['device']} {_signature(feeds)}"
+                if key in outputs_by and key != first and entry.get("shapes") == {n: list(v.shape) for n, v in
+                                                                                   feeds.items()}:
+                    errs = {n: scaled_error(outputs_by[key][n], base[n]) for n in base}
+                    entry["agreement"] = {"with": first.split(" ")[0], "errors": errs,
+                                          "ok": all(e <= args.tolerance for e in errs.values())}
     if args.save_outputs and outputs_by:
         if len(outputs_by) == 1:
             arrays = next(iter(outputs_by.values()))
         else:
-            arrays = {f"{d}/{k}": v for d, outs in outputs_by.items() for k, v in outs.items()}
+            arrays = {f"{d.replace(' ', '/')}/{k}": v for d, outs in outputs_by.items() for k, v in outs.items()}
         try:
             np.savez(args.save_outputs, **arrays)
         except OSError as exc:
@@ -253,7 +299,9 @@ def _main(args: argparse.Namespace) -> int:
     ok = all("error" not in e and e.get("check", {}).get("ok", True) and e.get("agreement", {}).get("ok", True)
              for e in results)
     if args.json:
-        doc = {"schema": JSON_SCHEMA, "model": str(path), "inputs": {k: list(v.shape) for k, v in feeds.items()},
+        doc = {"schema": JSON_SCHEMA, "model": str(path),
+               "inputs": {k: list(v.shape) for k, v in feed_sets[0].items()},
+               "shape_sets": [{k: list(v.shape) for k, v in feeds.items()} for feeds in feed_sets],
                "repeat": args.repeat, "tolerance": args.tolerance, "devices": results, "ok": ok}
         json.dump(doc, sys.stdout, indent=2, default=float)
         sys.stdout.write("\n")
@@ -262,12 +310,20 @@ def _main(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def _signature(feeds: dict[str, np.ndarray]) -> str:
+    """A signature of input shapes in a table cell: ``x=8x3x224x224``."""
+    return " ".join(f"{n}={'x'.join(map(str, v.shape)) or 'scalar'}" for n, v in feeds.items())
+
+
 def _print(results: list[dict[str, Any]], path: Any, args: argparse.Namespace) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"devicelayer run {escape(str(path))}")
+    several = len({json.dumps(e.get("shapes"), sort_keys=True) for e in results}) > 1
+    if several:
+        table.add_column("shapes")
     for col in ("device", "median ms", "min ms", "placement", "transfers", "peak", "onnxruntime", "agreement"):
         table.add_column(col, justify="right" if col in ("median ms", "min ms", "transfers", "peak") else "left")
 
@@ -278,13 +334,15 @@ def _print(results: list[dict[str, Any]], path: Any, args: argparse.Namespace) -
         return ("[green]ok[/]" if check["ok"] else "[red]FAIL[/]") + f" {worst:.1e}"
 
     for e in results:
+        shapes = [escape(" ".join(f"{n}={'x'.join(map(str, s)) or 'scalar'}" for n, s in e.get("shapes", {}).items()))
+                  ] if several else []
         if "error" in e:
-            table.add_row(escape(e["device"]), "[red]failed[/]", "", "", "", "", escape(e["error"][:160]), "")
+            table.add_row(*shapes, escape(e["device"]), "[red]failed[/]", "", "", "", "", escape(e["error"][:160]), "")
             continue
         lat = e["latency_ms"]
         agree = e.get("agreement")
         peak = sum(m["peak"] for m in e["memory"].values())
-        table.add_row(escape(e["device"]), f"{lat['median']:.3f}" if lat else "-", f"{lat['min']:.3f}" if lat else "-",
+        table.add_row(*shapes, escape(e["device"]), f"{lat['median']:.3f}" if lat else "-", f"{lat['min']:.3f}" if lat else "-",
                       escape(", ".join(f"{d}: {n}" for d, n in e["placement"].items())), str(e["transfers"]),
                       f"{peak / 1024:.0f} KiB", verdict(e.get("check")),
                       (verdict(agree) + f" vs {escape(agree['with'])}") if agree else "-")

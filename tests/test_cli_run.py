@@ -47,6 +47,22 @@ def test_bundled_on_every_device_with_check_json(capsys):
         assert e["outputs"] == {"probs": {"shape": [1, 10], "dtype": "float32"}}
 
 
+def test_several_shapes_in_one_call_each_reported_and_checked(capsys):
+    rc, out, err = run(capsys, "--bundled", "tiny_cnn", "--device", "host", "--check", "--shape", "x=1,3,32,32",
+                       "--shape", "x=5,3,32,32", "--repeat", "2", "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert doc["shape_sets"] == [{"x": [1, 3, 32, 32]}, {"x": [5, 3, 32, 32]}]
+    assert [e["shapes"] for e in doc["devices"]] == doc["shape_sets"]
+    assert [e["outputs"]["probs"]["shape"] for e in doc["devices"]] == [[1, 10], [5, 10]]
+    assert all(e["check"]["ok"] for e in doc["devices"])
+    assert doc["devices"][-1]["specialisations"]["misses"] == 2  # one plan, specialised per signature
+    rc, out, err = run(capsys, "--bundled", "tiny_cnn", "--shape", "x=1,3,32,32", "--shape", "x=2,3,32,32",
+                       "--shape", "x=3,3,32,32", "--device", "host")
+    assert rc == 0, err
+    assert out.count("host") >= 3
+
+
 def test_inputs_from_files_and_saved_outputs(capsys, tmp_path):
     x = np.random.default_rng(5).standard_normal((2, 3, 32, 32)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)

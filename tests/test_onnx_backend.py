@@ -32,8 +32,6 @@ EXPECTED_FAILURES: list[tuple[str, str, Any]] = [
     (r"^test_gradient_of_add", "Gradient (ai.onnx.preview.training): training only", None),
     (r"^test_(sign_model|shrink)_", f"Sign, Shrink: {_MISSING_OP}", None),
     (r"^test_operator_symbolic_override_cpu", f"InstanceNormalization: {_MISSING_OP}", None),
-    (r"^test_expand_shape_model\d_", "Expand's target shape is a graph input (shapes that depend on data "
-                                     "are not supported: every shape is fixed when the graph is built)", None),
     (r"^test_operator_add(_size1.*)?_broadcast_cpu|^test_operator_addconstant_cpu",
      "float64 Add: the op library's binary kernels are float32/float16/int32/int64",
      ("opencl", "vulkan", "cuda")),

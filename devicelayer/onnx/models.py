@@ -1,5 +1,8 @@
 """Models shipped with devicelayer, built with onnx.helper from seeded random weights.
 
+``tiny_gpt``: a two-layer GPT-2-style decoder with a KV cache (``devicelayer/onnx/tiny_gpt.py``), for
+``devicelayer generate``.
+
 ``tiny_cnn``: x (N, 3, 32, 32) -> Conv 3x3 (8) -> Relu -> MaxPool 2 -> Conv 3x3 (16) -> Relu -> MaxPool 2
 -> Flatten -> Gemm (10) -> Softmax.  Opset 17, about 12k weights, 165 KFLOP per image.
 """
@@ -50,7 +53,13 @@ def tiny_cnn(seed: int = 0) -> Any:
     return model
 
 
-BUILDERS: dict[str, Callable[[], Any]] = {"tiny_cnn": tiny_cnn}
+def _tiny_gpt() -> Any:
+    from .tiny_gpt import tiny_gpt
+
+    return tiny_gpt()
+
+
+BUILDERS: dict[str, Callable[[], Any]] = {"tiny_cnn": tiny_cnn, "tiny_gpt": _tiny_gpt}
 
 
 def bundled_path(name: str) -> Path:
