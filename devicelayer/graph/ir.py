@@ -64,6 +64,7 @@ class Graph:
         self.outputs: dict[str, Value] = {}
         self.values: dict[str, Value] = {}
         self._counter = itertools.count()
+        self._node_names: set[str] = set()
         self.version = 0  # bumped on every change; compiled plans check it
 
     # -- building ----------------------------------------------------------------------
@@ -120,7 +121,7 @@ class Graph:
         like = next((x for x in inputs if isinstance(x, Value)), None)
         values = [self._as_value(x, like) for x in inputs]
         node_name = name or self._fresh(op)
-        if any(n.name == node_name for n in self.nodes):
+        if node_name in self._node_names:
             raise GraphError(f"{self.name}: a node named {node_name!r} already exists")
         try:
             checked, out_types = definition.prepare([v.type for v in values], dict(attrs))
@@ -132,6 +133,7 @@ class Graph:
         for v in outputs:
             v.producer = node
         self.nodes.append(node)
+        self._node_names.add(node_name)
         self.version += 1
         return outputs
 

@@ -7,6 +7,7 @@ event wait lists and returns when the outputs are back.
 
 from __future__ import annotations
 
+import heapq
 import threading
 import time
 from dataclasses import dataclass, field
@@ -150,25 +151,31 @@ class ExecutionPlan:
         return steps, transfers
 
     def _order(self, placement: Placement) -> list[Node]:
-        """Topological order preferring nodes whose inputs are all on their own device (fewer stalls)."""
+        """Topological order preferring nodes whose inputs are all on their own device (fewer stalls), then the
+        graph's order."""
         nodes = self._nodes
-        index = {id(n): i for i, n in enumerate(nodes)}
         producer = {id(v): n for n in nodes for v in n.outputs}
-        waiting = {id(n): {id(producer[id(v)]) for v in n.inputs if id(v) in producer} for n in nodes}
-        ready = [n for n in nodes if not waiting[id(n)]]
-        done: set[int] = set()
+        waiting: dict[int, int] = {}
+        readers: dict[int, list[Node]] = {}
+        rank: dict[int, tuple[int, int]] = {}
+        for i, n in enumerate(nodes):
+            deps = {id(producer[id(v)]) for v in n.inputs if id(v) in producer}
+            waiting[id(n)] = len(deps)
+            for d in deps:
+                readers.setdefault(d, []).append(n)
+            dev = placement.of(n)
+            foreign = sum(1 for v in n.inputs if id(v) in producer and placement.of(producer[id(v)]) is not dev)
+            rank[id(n)] = (foreign, i)
+        ready = [(rank[id(n)], id(n), n) for n in nodes if not waiting[id(n)]]
+        heapq.heapify(ready)
         order: list[Node] = []
         while ready:
-            def foreign(n: Node) -> int:
-                d = placement.of(n)
-                return sum(1 for v in n.inputs if id(v) in producer and placement.of(producer[id(v)]) is not d)
-            ready.sort(key=lambda n: (foreign(n), index[id(n)]))
-            n = ready.pop(0)
+            _, _, n = heapq.heappop(ready)
             order.append(n)
-            done.add(id(n))
-            for m in nodes:
-                if id(m) not in done and m not in ready and m not in order and waiting[id(m)] <= done:
-                    ready.append(m)
+            for m in readers.get(id(n), ()):
+                waiting[id(m)] -= 1
+                if not waiting[id(m)]:
+                    heapq.heappush(ready, (rank[id(m)], id(m), m))
         return order
 
     def _allocate(self, types: dict[int, TensorType], placement: Placement, steps: list[Step],

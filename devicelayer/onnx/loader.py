@@ -232,7 +232,7 @@ class Context:
         if quick is not None:
             res = quick(self, attributes(node), ins)
             if res is not None:
-                return res
+                return [np.asarray(r) for r in res]  # (NumPy gives scalars for 0-d results)
         return _reference_eval(node, ins, self.opsets, self.ir_version)
 
 
