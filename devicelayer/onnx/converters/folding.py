@@ -6,7 +6,7 @@ definition of its op; one that meets what it does not cover returns None and the
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
