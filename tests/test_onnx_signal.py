@@ -167,7 +167,7 @@ def test_mel_weight_matrix_matches_onnx_reference(mels, length, rate, low, high,
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
 
 
-# -- the node suite's cases with their parameters as constants ----------------------------------------------------------
+# -- the node suite's cases with their parameters as constants --------------------------------------------------------
 @pytest.fixture(scope="module")
 def suite():
     from devicelayer.onnx.conformance import node_cases

@@ -23,7 +23,6 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ...info import DeviceInfo
 from ..dialect import KernelSpec, Param, dialect_type
 from ..op import Launch, Op, Plan, TensorType, float_attr, groups_for, local_1d, register
 from ..render import lacks
@@ -63,7 +62,8 @@ ACTIVATIONS: dict[str, Activation] = {
                               0.2, 0.5),
     "elu": Activation(lambda x, a, b: np.where(x >= 0, x, a * (np.exp(x) - 1)),
                       lambda v, a, b: f"({v} >= CAST(ACC, 0.0f) ? {v} : {a} * (dl_exp({v}) - CAST(ACC, 1.0f)))", 1.0),
-    "softsign": Activation(lambda x, a, b: x / (1 + np.abs(x)), lambda v, a, b: f"({v} / (CAST(ACC, 1.0f) + dl_abs({v})))"),
+    "softsign": Activation(lambda x, a, b: x / (1 + np.abs(x)),
+                           lambda v, a, b: f"({v} / (CAST(ACC, 1.0f) + dl_abs({v})))"),
     "softplus": Activation(lambda x, a, b: np.logaddexp(0, x),
                            lambda v, a, b: f"({v} > CAST(ACC, 20.0f) ? {v} : dl_log(CAST(ACC, 1.0f) + dl_exp({v})))"),
 }
@@ -117,7 +117,7 @@ class Recurrent(Op):
             raise self.error(f"direction must be forward, reverse or bidirectional, got {direction!r}")
         dirs = _DIRECTIONS[direction]
         layout = self._flag(attrs, "layout")
-        X, W, R = inputs[:3]
+        X, R = inputs[0], inputs[2]
         dtype = X.dtype
         if dtype.kind != "f":
             raise self.error(f"needs floating-point inputs, got X of {dtype}")
@@ -262,6 +262,7 @@ class Recurrent(Op):
                 bias = opt["B"][d].astype(acc) if "B" in opt else np.zeros(2 * G * H, acc)
                 peep = opt["P"][d].astype(acc) if "P" in opt else None
                 xw = x @ W[d].T.astype(acc)  # (T, B, G * H)
+                r = R[d].astype(acc)
                 state = [s[d] for s in starts]
                 acts = attrs["activations"][d * per:(d + 1) * per]
                 for s in range(T):
@@ -269,7 +270,7 @@ class Recurrent(Op):
                     if not active.any():
                         break
                     t = np.clip(np.where(reverse, lens - 1 - s, s), 0, T - 1)
-                    new = self.cell_numpy(xw[t, rows], state, R[d].astype(acc), bias, peep, acts, attrs)
+                    new = self.cell_numpy(xw[t, rows], state, r, bias, peep, acts, attrs)
                     state = [np.where(active[:, None], n, o) for n, o in zip(new, state)]
                     Y[t[active], d, rows[active]] = new[0][active]
                 for f, v in zip(finals, state):
@@ -303,24 +304,26 @@ class Recurrent(Op):
         elem = dialect_type(X.dtype)
         return lacks("".join(s.body for s in self._specs(inputs, attrs)), info.kernel_language, elem)
 
-    def _layout(self, inputs: Sequence[TensorType], attrs: dict[str, Any]) -> dict[str, Any]:
+    def sizes(self, inputs: Sequence[TensorType], attrs: dict[str, Any]) -> dict[str, Any]:
+        """What the kernels are built from: sizes, element and state types, the optional inputs given, layout."""
         X, W = inputs[0], inputs[1]
         dirs, H = W.shape[0], attrs["hidden_size"]
         T, B = (X.shape[1], X.shape[0]) if attrs["layout"] else X.shape[:2]
-        return {"dirs": dirs, "H": H, "layout": attrs["layout"], "T": T, "B": B, "I": X.shape[2], "GH": self.gates * H,
-                "n": dirs * B * H, "elem": dialect_type(X.dtype), "state": "f64" if X.dtype == np.float64
-                else "float", "given": list(self.given(list(range(len(inputs))))),
-                "rev0": int(attrs["direction"] == "reverse"), "lbr": attrs.get("linear_before_reset", 0)}
+        return {"dirs": dirs, "H": H, "T": T, "B": B, "I": X.shape[2], "GH": self.gates * H, "n": dirs * B * H,
+                "layout": attrs["layout"], "elem": dialect_type(X.dtype),
+                "state": "f64" if X.dtype == np.float64 else "float",
+                "given": [name for name, _ in zip(self.optional, inputs[3:])],
+                "rev0": int(attrs["direction"] == "reverse")}
 
     def _specs(self, inputs, attrs) -> list[KernelSpec]:
-        k = self._layout(inputs, attrs)
-        return [self._init_spec(k, attrs)] + self.step_specs(k, attrs)
+        sz = self.sizes(inputs, attrs)
+        return [self._init_spec(sz, attrs)] + self.step_specs(sz, attrs)
 
-    def _init_spec(self, k: dict[str, Any], attrs: dict[str, Any]) -> KernelSpec:
+    def _init_spec(self, sz: dict[str, Any], attrs: dict[str, Any]) -> KernelSpec:
         """Start states: hs[0:n] (and cs) from initial_h (initial_c) or 0."""
-        given, layout = k["given"], attrs["layout"]
+        given, layout = sz["given"], attrs["layout"]
         params = [Param(n, "T", "in") for n in ("initial_h", "initial_c") if n in given]
-        params += [Param("hs", k["state"], "out")] + ([Param("cs", k["state"], "out")] if self.states else [])
+        params += [Param("hs", sz["state"], "out")] + ([Param("cs", sz["state"], "out")] if self.states else [])
         params += [Param(n, "int", "scalar") for n in ("n", "NB", "H", "dirs")]
         index = "((i / H) % NB * dirs + (i / H) / NB) * H + i % H" if layout else "i"
         body = ["    FOR_EACH(i, n) {\n"]
@@ -329,21 +332,21 @@ class Recurrent(Op):
             body.append(f"        {dst}[i] = {value};\n")
         body.append("    }")
         flags = "".join("1" if n in given else "0" for n in ("initial_h", "initial_c"))
-        name = f"{self.name}_init_{k['elem']}_l{layout}_{flags}"
-        return KernelSpec(name, tuple(params), "".join(body), elem=k["elem"])
+        name = f"{self.name}_init_{sz['elem']}_l{layout}_{flags}"
+        return KernelSpec(name, tuple(params), "".join(body), elem=sz["elem"])
 
-    def step_specs(self, k: dict[str, Any], attrs: dict[str, Any]) -> list[KernelSpec]:
+    def step_specs(self, sz: dict[str, Any], attrs: dict[str, Any]) -> list[KernelSpec]:
         """The per-time-step kernels, launched in order each step."""
         raise NotImplementedError
 
-    def step_args(self, k: dict[str, Any], phase: int) -> list[Any]:
+    def step_args(self, sz: dict[str, Any], attrs: dict[str, Any], phase: int) -> list[Any]:
         """Buffers of the step kernel ``phase`` (inputs, outputs, temps), in its parameter order."""
         raise NotImplementedError
 
     def plan(self, inputs, outputs, attrs, info):
-        k = self._layout(inputs, attrs)
-        dirs, H, T, B, I, GH, n = (k[x] for x in ("dirs", "H", "T", "B", "I", "GH", "n"))
-        state_dtype = np.dtype(np.float64 if k["state"] == "f64" else np.float32)
+        sz = self.sizes(inputs, attrs)
+        dirs, H, T, B, I, GH, n = (sz[x] for x in ("dirs", "H", "T", "B", "I", "GH", "n"))
+        state_dtype = np.dtype(np.float64 if sz["state"] == "f64" else np.float32)
         temps = [TensorType((dirs, H, GH), inputs[0].dtype), TensorType((dirs, T * B, GH), inputs[0].dtype),
                  TensorType((2 * n,), state_dtype)] + [TensorType((n,), state_dtype)] * self.extra_temps(attrs)
         steps: list[Any] = []
@@ -352,18 +355,18 @@ class Recurrent(Op):
                            contiguous_strides((dirs, H, GH)), 0, info, self.name)
         steps.append(copy)
         # X W^T for every step and direction: xw (dirs, T * B, GH), rows in X's order
-        steps += gemm_steps(info, k["elem"], T * B, GH, I, I, 1, 1, I, [(dirs, 0, GH * I)],
+        steps += gemm_steps(info, sz["elem"], T * B, GH, I, I, 1, 1, I, [(dirs, 0, GH * I)],
                             a_arg=("in", 0), b_arg=("in", 1), y_arg=("tmp", 1))
         specs = self._specs(inputs, attrs)
         local = local_1d(info)
         size = groups_for(n, local, info)
-        init_args = [("in", 3 + self.optional.index(x)) for x in ("initial_h", "initial_c") if x in k["given"]]
+        init_args = [("in", 3 + self.optional.index(x)) for x in ("initial_h", "initial_c") if x in sz["given"]]
         init_args += [("tmp", 2)] + ([("tmp", 3)] if self.states else [])
         steps.append(Launch(specs[0], (*init_args, n, B, H, dirs), size, (local,)))
         clip = float(attrs["clip"] or 0.0)
         for s in range(T):
             for phase, spec in enumerate(specs[1:]):
-                args = self.step_args(k, phase) + [n, T, B, H, GH, T * B, s, k["rev0"], clip]
+                args = self.step_args(sz, attrs, phase) + [n, T, B, H, GH, T * B, s, sz["rev0"], clip]
                 steps.append(Launch(spec, tuple(args), size, (local,)))
         return Plan(steps, temps)
 
@@ -372,45 +375,45 @@ class Recurrent(Op):
         return self.states
 
     # -- dialect building blocks ------------------------------------------------------------------------------------
-    def step_params(self, k: dict[str, Any], buffers: Sequence[Param]) -> tuple[Param, ...]:
+    def step_params(self, sz: dict[str, Any], buffers: Sequence[Param]) -> tuple[Param, ...]:
         return (*buffers, *[Param(n, "int", "scalar") for n in ("n", "NT", "NB", "H", "GH", "TB", "s", "rev0")],
                 Param("clip", "float", "scalar"))
 
-    def input_params(self, k: dict[str, Any]) -> list[Param]:
+    def input_params(self, sz: dict[str, Any]) -> list[Param]:
         """X-derived inputs every step kernel reads: xw, rt, B and sequence_lens where given."""
         ps = [Param("xw", "T", "in"), Param("rt", "T", "in")]
-        if "B" in k["given"]:
+        if "B" in sz["given"]:
             ps.append(Param("bias", "T", "in"))
-        if "sequence_lens" in k["given"]:
+        if "sequence_lens" in sz["given"]:
             ps.append(Param("seq", "int", "in"))
         return ps
 
-    def input_args(self, k: dict[str, Any]) -> list[Any]:
+    def input_args(self, sz: dict[str, Any]) -> list[Any]:
         args: list[Any] = [("tmp", 1), ("tmp", 0)]
         for name in ("B", "sequence_lens"):
-            if name in k["given"]:
+            if name in sz["given"]:
                 args.append(("in", 3 + self.optional.index(name)))
         return args
 
-    def prologue(self, k: dict[str, Any]) -> str:
+    def prologue(self, sz: dict[str, Any]) -> str:
         """Decode the work item and its sequence: j (unit), b (batch row), d (direction), st (state row), L
         (length), prev/next (ping-pong halves of hs), t (time index of this step), xrow (its xw row)."""
         lines = ["    FOR_EACH(i, n) {\n", "        int j = i % H;\n", "        int r = i / H;\n",
                  "        int b = r % NB;\n", "        int d = r / NB;\n", "        int st = r * H;\n"]
-        if "sequence_lens" not in k["given"]:
+        if "sequence_lens" not in sz["given"]:
             lines.append("        int L = NT;\n")
         else:
             lines.append("        int L = seq[b] < 0 ? 0 : (seq[b] > NT ? NT : seq[b]);\n")
         lines += ["        int prev = (s % 2) * n;\n", "        int next = n - prev;\n",
                   "        int t = (s < L && (d == 1 || rev0 == 1)) ? L - 1 - s : s;\n"]
-        row = "b * NT + t" if k["layout"] else "t * NB + b"
+        row = "b * NT + t" if sz["layout"] else "t * NB + b"
         lines.append(f"        int xrow = (d * TB + {row}) * GH + j;\n")
         return "".join(lines)
 
-    def gate(self, k: dict[str, Any], g: int, name: str, recurrent_bias: bool = True) -> str:
+    def gate(self, sz: dict[str, Any], g: int, name: str, recurrent_bias: bool = True) -> str:
         """Declare ``ACC name`` = this unit's gate ``g`` input projection plus its W bias (and R bias)."""
         expr = f"TO_ACC(xw[xrow + {g} * H])"
-        if "B" in k["given"]:
+        if "B" in sz["given"]:
             expr += f" + TO_ACC(bias[d * 2 * GH + {g} * H + j])"
             if recurrent_bias:
                 expr += f" + TO_ACC(bias[d * 2 * GH + GH + {g} * H + j])"
@@ -439,10 +442,10 @@ class Recurrent(Op):
             return forward
         return f"(d == 0 ? {forward} : {activation_code(slots[per + slot], v)})"
 
-    def outputs_code(self, k: dict[str, Any], finals: Sequence[tuple[str, str]] = (("Yh", "h"),)) -> str:
+    def outputs_code(self, sz: dict[str, Any], finals: Sequence[tuple[str, str]] = (("Yh", "h"),)) -> str:
         """Write the new hidden state h (the carried one past the sequence's end), Y (0 past the end) and, at the
         last step, each final-state output of ``finals`` (output, ACC variable; 0 for an empty sequence)."""
-        layout, dirs = k["layout"], k["dirs"]
+        layout, dirs = sz["layout"], sz["dirs"]
         y = f"((b * NT + t) * {dirs} + d) * H + j" if layout else f"((t * {dirs} + d) * NB + b) * H + j"
         final = f"(b * {dirs} + d) * H + j" if layout else "st + j"
         lines = ["        hs[next + st + j] = h;\n", f"        Y[{y}] = FROM_ACC(s < L ? h : CAST(ACC, 0.0f));\n",
@@ -451,14 +454,16 @@ class Recurrent(Op):
         lines.append("        }\n")
         return "".join(lines)
 
-    def spec(self, k: dict[str, Any], attrs: dict[str, Any], tag: str, buffers: Sequence[Param], body: str) -> KernelSpec:
+    def spec(self, sz: dict[str, Any], attrs: dict[str, Any], tag: str, buffers: Sequence[Param],
+             body: str) -> KernelSpec:
         """A step kernel named after the layer, its variant and a digest of its body."""
         digest = hashlib.sha1(body.encode()).hexdigest()[:10]
-        return KernelSpec(f"{self.name}_{tag}_{k['elem']}_{digest}", self.step_params(k, buffers), body, elem=k["elem"])
+        return KernelSpec(f"{self.name}_{tag}_{sz['elem']}_{digest}", self.step_params(sz, buffers), body,
+                          elem=sz["elem"])
 
 
-def _state_params(k: dict[str, Any], names: Sequence[str]) -> list[Param]:
-    return [Param(n, k["state"], "inout") for n in names]
+def _state_params(sz: dict[str, Any], names: Sequence[str]) -> list[Param]:
+    return [Param(n, sz["state"], "inout") for n in names]
 
 
 def _output_params(count: int) -> list[Param]:
@@ -477,18 +482,18 @@ class Rnn(Recurrent):
         pre = xw + state[0] @ R.T + bias[:H] + bias[H:]
         return [activation_numpy(acts[0], self.clip_numpy(pre, attrs["clip"]))]
 
-    def step_specs(self, k, attrs):
-        body = (self.prologue(k) + "        ACC h = hs[prev + st + j];\n        if (s < L) {\n"
-                + self.gate(k, 0, "a")
+    def step_specs(self, sz, attrs):
+        body = (self.prologue(sz) + "        ACC h = hs[prev + st + j];\n        if (s < L) {\n"
+                + self.gate(sz, 0, "a")
                 + self.dot("hs[prev + st + k]", [("a", 0)])
                 + f"            ACC v = {self.clipped(attrs, 'a')};\n"
                 + f"            h = {self.act(attrs, 0, 'v')};\n        }}\n"
-                + self.outputs_code(k) + "    }")
-        return [self.spec(k, attrs, "step", [*self.input_params(k), *_state_params(k, ["hs"]), *_output_params(2)],
+                + self.outputs_code(sz) + "    }")
+        return [self.spec(sz, attrs, "step", [*self.input_params(sz), *_state_params(sz, ["hs"]), *_output_params(2)],
                           body)]
 
-    def step_args(self, k, phase):
-        return [*self.input_args(k), ("tmp", 2), ("out", 0), ("out", 1)]
+    def step_args(self, sz, attrs, phase):
+        return [*self.input_args(sz), ("tmp", 2), ("out", 0), ("out", 1)]
 
 
 @register
@@ -521,50 +526,48 @@ class Gru(Recurrent):
         hh = activation_numpy(acts[1], self.clip_numpy(pre, clip))
         return [(1 - z) * hh + z * h]
 
-    def _gates_zr(self, k, attrs) -> str:
-        return (self.gate(k, 0, "az") + self.gate(k, 1, "ar"))
+    def _gates_zr(self, sz, attrs) -> str:
+        return self.gate(sz, 0, "az") + self.gate(sz, 1, "ar")
 
     def _z_r(self, attrs) -> str:
-        return (f"            ACC vz = {self.clipped(attrs, 'az')};\n            ACC z = {self.act(attrs, 0, 'vz')};\n"
-                f"            ACC vr = {self.clipped(attrs, 'ar')};\n            ACC rg = {self.act(attrs, 0, 'vr')};\n")
+        return (f"            ACC vz = {self.clipped(attrs, 'az')};\n"
+                f"            ACC z = {self.act(attrs, 0, 'vz')};\n"
+                f"            ACC vr = {self.clipped(attrs, 'ar')};\n"
+                f"            ACC rg = {self.act(attrs, 0, 'vr')};\n")
 
     def _candidate(self, attrs, pre: str) -> str:
         return (f"            ACC vh = {self.clipped(attrs, pre)};\n"
                 f"            ACC hh = {self.act(attrs, 1, 'vh')};\n")
 
-    def step_specs(self, k, attrs):
-        ins = self.input_params(k)
+    def step_specs(self, sz, attrs):
+        ins = self.input_params(sz)
         outs = _output_params(2)
         if attrs["linear_before_reset"]:
-            rbh = "TO_ACC(bias[d * 2 * GH + GH + 2 * H + j])" if "B" in k["given"] else "CAST(ACC, 0.0f)"
-            body = (self.prologue(k) + "        ACC h = hs[prev + st + j];\n        if (s < L) {\n"
-                    + self._gates_zr(k, attrs) + self.gate(k, 2, "ah", recurrent_bias=False)
+            rbh = "TO_ACC(bias[d * 2 * GH + GH + 2 * H + j])" if "B" in sz["given"] else "CAST(ACC, 0.0f)"
+            body = (self.prologue(sz) + "        ACC h = hs[prev + st + j];\n        if (s < L) {\n"
+                    + self._gates_zr(sz, attrs) + self.gate(sz, 2, "ah", recurrent_bias=False)
                     + f"            ACC hr = {rbh};\n"
                     + self.dot("hs[prev + st + k]", [("az", 0), ("ar", 1), ("hr", 2)])
                     + self._z_r(attrs) + "            ACC pre = ah + rg * hr;\n" + self._candidate(attrs, "pre")
                     + "            h = (CAST(ACC, 1.0f) - z) * hh + z * h;\n        }\n"
-                    + self.outputs_code(k) + "    }")
-            return [self.spec(k, attrs, "lbr", [*ins, *_state_params(k, ["hs"]), *outs], body)]
-        gates = (self.prologue(k) + "        if (s < L) {\n" + self._gates_zr(k, attrs)
+                    + self.outputs_code(sz) + "    }")
+            return [self.spec(sz, attrs, "lbr", [*ins, *_state_params(sz, ["hs"]), *outs], body)]
+        gates = (self.prologue(sz) + "        if (s < L) {\n" + self._gates_zr(sz, attrs)
                  + self.dot("hs[prev + st + k]", [("az", 0), ("ar", 1)]) + self._z_r(attrs)
                  + "            zs[st + j] = z;\n            rh[st + j] = rg * hs[prev + st + j];\n        }\n    }")
-        candidate = (self.prologue(k) + "        ACC h = hs[prev + st + j];\n        if (s < L) {\n"
-                     + self.gate(k, 2, "ah") + self.dot("rh[st + k]", [("ah", 2)]) + self._candidate(attrs, "ah")
+        candidate = (self.prologue(sz) + "        ACC h = hs[prev + st + j];\n        if (s < L) {\n"
+                     + self.gate(sz, 2, "ah") + self.dot("rh[st + k]", [("ah", 2)]) + self._candidate(attrs, "ah")
                      + "            ACC z = zs[st + j];\n"
                      "            h = (CAST(ACC, 1.0f) - z) * hh + z * h;\n        }\n"
-                     + self.outputs_code(k) + "    }")
-        return [self.spec(k, attrs, "gates", [*ins, *_state_params(k, ["hs", "rh", "zs"])], gates),
-                self.spec(k, attrs, "candidate", [*ins, *_state_params(k, ["hs", "rh", "zs"]), *outs], candidate)]
+                     + self.outputs_code(sz) + "    }")
+        return [self.spec(sz, attrs, "gates", [*ins, *_state_params(sz, ["hs", "rh", "zs"])], gates),
+                self.spec(sz, attrs, "candidate", [*ins, *_state_params(sz, ["hs", "rh", "zs"]), *outs], candidate)]
 
-    def step_args(self, k, phase):
-        if phase == 0 and len(self._phases(k)) == 2:
-            return [*self.input_args(k), ("tmp", 2), ("tmp", 3), ("tmp", 4)]
-        states = [("tmp", 2)] if len(self._phases(k)) == 1 else [("tmp", 2), ("tmp", 3), ("tmp", 4)]
-        return [*self.input_args(k), *states, ("out", 0), ("out", 1)]
-
-    @staticmethod
-    def _phases(k) -> tuple[str, ...]:
-        return ("lbr",) if k["lbr"] else ("gates", "candidate")
+    def step_args(self, sz, attrs, phase):
+        if attrs["linear_before_reset"]:
+            return [*self.input_args(sz), ("tmp", 2), ("out", 0), ("out", 1)]
+        states = [("tmp", 2), ("tmp", 3), ("tmp", 4)]  # hs, rh, zs
+        return [*self.input_args(sz), *states] + ([("out", 0), ("out", 1)] if phase else [])
 
 
 @register
@@ -595,8 +598,8 @@ class Lstm(Recurrent):
         o = activation_numpy(acts[0], self.clip_numpy(ao + po * c, clip))
         return [o * activation_numpy(acts[2], c), c]
 
-    def step_specs(self, k, attrs):
-        has_p = "P" in k["given"]
+    def step_specs(self, sz, attrs):
+        has_p = "P" in sz["given"]
 
         def peep(gate: int) -> str:
             return f" + TO_ACC(p[d * 3 * H + {gate} * H + j]) * c" if has_p else ""
@@ -606,21 +609,22 @@ class Lstm(Recurrent):
         else:
             forget = (f"            ACC vf = af{peep(2)};\n            vf = {self.clipped(attrs, 'vf')};\n"
                       f"            ACC gf = {self.act(attrs, 0, 'vf')};\n")
-        body = (self.prologue(k) + "        ACC h = hs[prev + st + j];\n        ACC c = cs[st + j];\n"
+        body = (self.prologue(sz) + "        ACC h = hs[prev + st + j];\n        ACC c = cs[st + j];\n"
                 "        if (s < L) {\n"
-                + "".join(self.gate(k, g, name) for g, name in enumerate(("ai", "ao", "af", "ac")))
+                + "".join(self.gate(sz, g, name) for g, name in enumerate(("ai", "ao", "af", "ac")))
                 + self.dot("hs[prev + st + k]", [("ai", 0), ("ao", 1), ("af", 2), ("ac", 3)])
                 + f"            ACC vi = ai{peep(0)};\n            vi = {self.clipped(attrs, 'vi')};\n"
                 f"            ACC gi = {self.act(attrs, 0, 'vi')};\n" + forget
-                + f"            ACC vc = {self.clipped(attrs, 'ac')};\n            ACC gc = {self.act(attrs, 1, 'vc')};\n"
+                + f"            ACC vc = {self.clipped(attrs, 'ac')};\n"
+                f"            ACC gc = {self.act(attrs, 1, 'vc')};\n"
                 "            c = gf * c + gi * gc;\n"
                 f"            ACC vo = ao{peep(1)};\n            vo = {self.clipped(attrs, 'vo')};\n"
                 f"            ACC go = {self.act(attrs, 0, 'vo')};\n"
                 f"            h = go * {self.act(attrs, 2, 'c')};\n        }}\n"
-                "        cs[st + j] = c;\n" + self.outputs_code(k, (("Yh", "h"), ("Yc", "c"))) + "    }")
-        ins = self.input_params(k) + ([Param("p", "T", "in")] if has_p else [])
-        return [self.spec(k, attrs, "step", [*ins, *_state_params(k, ["hs", "cs"]), *_output_params(3)], body)]
+                "        cs[st + j] = c;\n" + self.outputs_code(sz, (("Yh", "h"), ("Yc", "c"))) + "    }")
+        ins = self.input_params(sz) + ([Param("p", "T", "in")] if has_p else [])
+        return [self.spec(sz, attrs, "step", [*ins, *_state_params(sz, ["hs", "cs"]), *_output_params(3)], body)]
 
-    def step_args(self, k, phase):
-        p = [("in", 3 + self.optional.index("P"))] if "P" in k["given"] else []
-        return [*self.input_args(k), *p, ("tmp", 2), ("tmp", 3), ("out", 0), ("out", 1), ("out", 2)]
+    def step_args(self, sz, attrs, phase):
+        p = [("in", 3 + self.optional.index("P"))] if "P" in sz["given"] else []
+        return [*self.input_args(sz), *p, ("tmp", 2), ("tmp", 3), ("out", 0), ("out", 1), ("out", 2)]

@@ -37,7 +37,7 @@ FOLDERS["ConstantOfShape"] = _fold_constant_of_shape
 FOLDERS["Identity"] = lambda ctx, attrs, ins: [ins[0]]
 
 
-# -- random generators (drawn on the device at run time, never folded) --------------------------------------------------
+# -- random generators (drawn on the device at run time, never folded) ------------------------------------------------
 def _seed(attrs: dict[str, Any]) -> int:
     """The library op's 64-bit seed for an ONNX float ``seed``: its float64 bits (distinct seeds stay distinct);
     a generator without one gets a fresh seed per model load, as ONNX Runtime picks one per session."""
