@@ -240,49 +240,61 @@ class Recurrent(Op):
         opt = self.given(inputs)
         dtype = X.dtype
         acc = np.dtype(np.float32) if dtype == np.float16 else dtype
-        layout, H = attrs["layout"], attrs["hidden_size"]
+        layout, H, G = attrs["layout"], attrs["hidden_size"], self.gates
         x = (np.swapaxes(X, 0, 1) if layout else X).astype(acc)
         T, B = x.shape[:2]
-        dirs = _DIRECTIONS[attrs["direction"]]
-        per = len(self.default_activations)
-        G = self.gates
+        dirs = W.shape[0]
         lens = (np.clip(opt["sequence_lens"].astype(np.int64), 0, T) if "sequence_lens" in opt
                 else np.full(B, T, np.int64))
-        starts = []
+        full = bool(np.all(lens == T))
+        state = []
         for name in ("initial_h", "initial_c")[:self.states + 1]:
             v = opt.get(name)
-            starts.append(np.zeros((dirs, B, H), acc) if v is None else
-                          (np.swapaxes(v, 0, 1) if layout else v).astype(acc))
+            state.append(np.zeros((dirs, B, H), acc) if v is None else
+                         (np.swapaxes(v, 0, 1) if layout else v).astype(acc))
+        # every direction at once: xw (dirs, T, B, G * H), R^T (dirs, H, G * H), biases (dirs, 1, 2 * G * H)
+        xw = np.matmul(x.reshape(T * B, -1), W.astype(acc).transpose(0, 2, 1)).reshape(dirs, T, B, G * H)
+        rt = R.astype(acc).transpose(0, 2, 1)
+        bias = opt["B"].astype(acc)[:, None, :] if "B" in opt else np.zeros((dirs, 1, 2 * G * H), acc)
+        peep = opt["P"].astype(acc)[:, None, :] if "P" in opt else None
+        reverse = np.array([d == 1 or attrs["direction"] == "reverse" for d in range(dirs)])[:, None]
+        d_index, b_index = np.arange(dirs)[:, None], np.arange(B)[None, :]
+        act = self._activation_numpy(attrs, dirs)
         Y = np.zeros((T, dirs, B, H), acc)
-        finals = [np.zeros((dirs, B, H), acc) for _ in range(self.states + 1)]
-        rows = np.arange(B)
         with np.errstate(all="ignore"):
-            for d in range(dirs):
-                reverse = d == 1 or attrs["direction"] == "reverse"
-                bias = opt["B"][d].astype(acc) if "B" in opt else np.zeros(2 * G * H, acc)
-                peep = opt["P"][d].astype(acc) if "P" in opt else None
-                xw = x @ W[d].T.astype(acc)  # (T, B, G * H)
-                r = R[d].astype(acc)
-                state = [s[d] for s in starts]
-                acts = attrs["activations"][d * per:(d + 1) * per]
-                for s in range(T):
-                    active = s < lens
-                    if not active.any():
-                        break
-                    t = np.clip(np.where(reverse, lens - 1 - s, s), 0, T - 1)
-                    new = self.cell_numpy(xw[t, rows], state, r, bias, peep, acts, attrs)
-                    state = [np.where(active[:, None], n, o) for n, o in zip(new, state)]
-                    Y[t[active], d, rows[active]] = new[0][active]
-                for f, v in zip(finals, state):
-                    f[d] = np.where((lens == 0)[:, None], 0, v)
+            for s in range(int(lens.max(initial=0))):
+                t = np.clip(np.where(reverse, lens[None, :] - 1 - s, s), 0, T - 1)  # (dirs, B)
+                new = self.cell_numpy(xw[d_index, t, b_index], state, rt, bias, peep, act, attrs)
+                if full:
+                    state = new
+                    Y[t, d_index, b_index] = new[0]
+                else:
+                    active = np.broadcast_to(s < lens, (dirs, B))
+                    state = [np.where(active[..., None], n, o) for n, o in zip(new, state)]
+                    Y[t[active], np.broadcast_to(d_index, (dirs, B))[active], np.broadcast_to(b_index, (dirs, B))[
+                        active]] = new[0][active]
+        finals = [np.where((lens == 0)[None, :, None], 0, v) for v in state]
         if layout:
             Y = np.transpose(Y, (2, 0, 1, 3))
             finals = [np.swapaxes(f, 0, 1) for f in finals]
         return [np.ascontiguousarray(a).astype(dtype) for a in (Y, *finals)]
 
-    def cell_numpy(self, xw: np.ndarray, state: list[np.ndarray], R: np.ndarray, bias: np.ndarray,
-                   peep: np.ndarray | None, acts: Sequence[Slot], attrs: dict[str, Any]) -> list[np.ndarray]:
-        """One step for a batch: xw (B, G * H) = X_t W^T, state [h (B, H), ...] -> the new state."""
+    def _activation_numpy(self, attrs: dict[str, Any], dirs: int) -> Callable[[int, np.ndarray], np.ndarray]:
+        """``act(slot, x)``: activation ``slot`` applied to x (dirs, B, ...) with each direction's function."""
+        per = len(self.default_activations)
+        slots = attrs["activations"]
+
+        def act(slot: int, x: np.ndarray) -> np.ndarray:
+            if dirs == 1 or slots[slot] == slots[per + slot]:
+                return activation_numpy(slots[slot], x)
+            return np.stack([activation_numpy(slots[d * per + slot], x[d]) for d in range(dirs)])
+        return act
+
+    def cell_numpy(self, xw: np.ndarray, state: list[np.ndarray], rt: np.ndarray, bias: np.ndarray,
+                   peep: np.ndarray | None, act: Callable[[int, np.ndarray], np.ndarray],
+                   attrs: dict[str, Any]) -> list[np.ndarray]:
+        """One step of every direction: xw (dirs, B, G * H) = X_t W^T, state [h (dirs, B, H), ...], rt = R^T
+        (dirs, H, G * H), bias (dirs, 1, 2 * G * H), peep (dirs, 1, 3 * H) -> the new state."""
         raise NotImplementedError
 
     @staticmethod
@@ -320,14 +332,14 @@ class Recurrent(Op):
         return [self._init_spec(sz, attrs)] + self.step_specs(sz, attrs)
 
     def _init_spec(self, sz: dict[str, Any], attrs: dict[str, Any]) -> KernelSpec:
-        """Start states: hs[0:n] (and cs) from initial_h (initial_c) or 0."""
+        """Start states: h (and c) from initial_h (initial_c) or 0."""
         given, layout = sz["given"], attrs["layout"]
         params = [Param(n, "T", "in") for n in ("initial_h", "initial_c") if n in given]
-        params += [Param("hs", sz["state"], "out")] + ([Param("cs", sz["state"], "out")] if self.states else [])
+        params += [Param("h", sz["state"], "out")] + ([Param("c", sz["state"], "out")] if self.states else [])
         params += [Param(n, "int", "scalar") for n in ("n", "NB", "H", "dirs")]
         index = "((i / H) % NB * dirs + (i / H) / NB) * H + i % H" if layout else "i"
         body = ["    FOR_EACH(i, n) {\n"]
-        for src, dst in (("initial_h", "hs"), ("initial_c", "cs"))[:self.states + 1]:
+        for src, dst in (("initial_h", "h"), ("initial_c", "c"))[:self.states + 1]:
             value = f"TO_ACC({src}[{index}])" if src in given else "CAST(ACC, 0.0f)"
             body.append(f"        {dst}[i] = {value};\n")
         body.append("    }")
@@ -339,8 +351,8 @@ class Recurrent(Op):
         """The per-time-step kernels, launched in order each step."""
         raise NotImplementedError
 
-    def step_args(self, sz: dict[str, Any], attrs: dict[str, Any], phase: int) -> list[Any]:
-        """Buffers of the step kernel ``phase`` (inputs, outputs, temps), in its parameter order."""
+    def step_args(self, sz: dict[str, Any], attrs: dict[str, Any], phase: int, s: int) -> list[Any]:
+        """Buffers of the step kernel ``phase`` at step ``s`` (inputs, outputs, temps), in its parameter order."""
         raise NotImplementedError
 
     def plan(self, inputs, outputs, attrs, info):
@@ -348,7 +360,8 @@ class Recurrent(Op):
         dirs, H, T, B, I, GH, n = (sz[x] for x in ("dirs", "H", "T", "B", "I", "GH", "n"))
         state_dtype = np.dtype(np.float64 if sz["state"] == "f64" else np.float32)
         temps = [TensorType((dirs, H, GH), inputs[0].dtype), TensorType((dirs, T * B, GH), inputs[0].dtype),
-                 TensorType((2 * n,), state_dtype)] + [TensorType((n,), state_dtype)] * self.extra_temps(attrs)
+                 TensorType((n,), state_dtype), TensorType((n,), state_dtype)]
+        temps += [TensorType((n,), state_dtype)] * self.extra_temps(attrs)
         steps: list[Any] = []
         # R (dirs, GH, H) -> rt (dirs, H, GH)
         copy = copy_launch(inputs[2].dtype, ("in", 2), ("tmp", 0), (dirs, H, GH), (GH * H, 1, H), 0,
@@ -361,18 +374,18 @@ class Recurrent(Op):
         local = local_1d(info)
         size = groups_for(n, local, info)
         init_args = [("in", 3 + self.optional.index(x)) for x in ("initial_h", "initial_c") if x in sz["given"]]
-        init_args += [("tmp", 2)] + ([("tmp", 3)] if self.states else [])
+        init_args += [("tmp", 2)] + ([("tmp", 4)] if self.states else [])
         steps.append(Launch(specs[0], (*init_args, n, B, H, dirs), size, (local,)))
         clip = float(attrs["clip"] or 0.0)
         for s in range(T):
             for phase, spec in enumerate(specs[1:]):
-                args = self.step_args(sz, attrs, phase) + [n, T, B, H, GH, T * B, s, sz["rev0"], clip]
+                args = self.step_args(sz, attrs, phase, s) + [n, T, B, H, GH, T * B, s, sz["rev0"], clip]
                 steps.append(Launch(spec, tuple(args), size, (local,)))
         return Plan(steps, temps)
 
     def extra_temps(self, attrs: dict[str, Any]) -> int:
-        """State-sized scratch tensors after hs (lstm's cell, gru's reset products)."""
-        return self.states
+        """State-sized scratch tensors after the two hidden states (lstm's two cells, gru's r * h and z)."""
+        return 2 * self.states
 
     # -- dialect building blocks ------------------------------------------------------------------------------------
     def step_params(self, sz: dict[str, Any], buffers: Sequence[Param]) -> tuple[Param, ...]:
@@ -397,15 +410,14 @@ class Recurrent(Op):
 
     def prologue(self, sz: dict[str, Any]) -> str:
         """Decode the work item and its sequence: j (unit), b (batch row), d (direction), st (state row), L
-        (length), prev/next (ping-pong halves of hs), t (time index of this step), xrow (its xw row)."""
+        (length), t (time index of this step), xrow (its xw row)."""
         lines = ["    FOR_EACH(i, n) {\n", "        int j = i % H;\n", "        int r = i / H;\n",
                  "        int b = r % NB;\n", "        int d = r / NB;\n", "        int st = r * H;\n"]
         if "sequence_lens" not in sz["given"]:
             lines.append("        int L = NT;\n")
         else:
             lines.append("        int L = seq[b] < 0 ? 0 : (seq[b] > NT ? NT : seq[b]);\n")
-        lines += ["        int prev = (s % 2) * n;\n", "        int next = n - prev;\n",
-                  "        int t = (s < L && (d == 1 || rev0 == 1)) ? L - 1 - s : s;\n"]
+        lines.append("        int t = (s < L && (d == 1 || rev0 == 1)) ? L - 1 - s : s;\n")
         row = "b * NT + t" if sz["layout"] else "t * NB + b"
         lines.append(f"        int xrow = (d * TB + {row}) * GH + j;\n")
         return "".join(lines)
@@ -443,12 +455,12 @@ class Recurrent(Op):
         return f"(d == 0 ? {forward} : {activation_code(slots[per + slot], v)})"
 
     def outputs_code(self, sz: dict[str, Any], finals: Sequence[tuple[str, str]] = (("Yh", "h"),)) -> str:
-        """Write the new hidden state h (the carried one past the sequence's end), Y (0 past the end) and, at the
+        """Write the new hidden state h to hn (the carried one past the sequence's end), Y (0 past the end) and, at the
         last step, each final-state output of ``finals`` (output, ACC variable; 0 for an empty sequence)."""
         layout, dirs = sz["layout"], sz["dirs"]
         y = f"((b * NT + t) * {dirs} + d) * H + j" if layout else f"((t * {dirs} + d) * NB + b) * H + j"
         final = f"(b * {dirs} + d) * H + j" if layout else "st + j"
-        lines = ["        hs[next + st + j] = h;\n", f"        Y[{y}] = FROM_ACC(s < L ? h : CAST(ACC, 0.0f));\n",
+        lines = ["        hn[st + j] = h;\n", f"        Y[{y}] = FROM_ACC(s < L ? h : CAST(ACC, 0.0f));\n",
                  "        if (s == NT - 1) {\n"]
         lines += [f"            {out}[{final}] = FROM_ACC(L == 0 ? CAST(ACC, 0.0f) : {v});\n" for out, v in finals]
         lines.append("        }\n")
@@ -462,8 +474,14 @@ class Recurrent(Op):
                           elem=sz["elem"])
 
 
-def _state_params(sz: dict[str, Any], names: Sequence[str]) -> list[Param]:
-    return [Param(n, sz["state"], "inout") for n in names]
+def _states(sz: dict[str, Any], *names: str) -> list[Param]:
+    """State buffers ("name:access") of the plan's state type."""
+    return [Param(n.split(":")[0], sz["state"], n.split(":")[1]) for n in names]
+
+
+def _hidden(s: int, first: int = 2) -> tuple[tuple[str, int], tuple[str, int]]:
+    """(previous, next) of the two scratch states from temp ``first`` at step ``s``: they swap every step."""
+    return ("tmp", first + s % 2), ("tmp", first + 1 - s % 2)
 
 
 def _output_params(count: int) -> list[Param]:
@@ -477,23 +495,23 @@ class Rnn(Recurrent):
     name = "rnn"
     max_inputs = 6
 
-    def cell_numpy(self, xw, state, R, bias, peep, acts, attrs):
+    def cell_numpy(self, xw, state, rt, bias, peep, act, attrs):
         H = attrs["hidden_size"]
-        pre = xw + state[0] @ R.T + bias[:H] + bias[H:]
-        return [activation_numpy(acts[0], self.clip_numpy(pre, attrs["clip"]))]
+        pre = xw + np.matmul(state[0], rt) + bias[..., :H] + bias[..., H:]
+        return [act(0, self.clip_numpy(pre, attrs["clip"]))]
 
     def step_specs(self, sz, attrs):
-        body = (self.prologue(sz) + "        ACC h = hs[prev + st + j];\n        if (s < L) {\n"
+        body = (self.prologue(sz) + "        ACC h = hp[st + j];\n        if (s < L) {\n"
                 + self.gate(sz, 0, "a")
-                + self.dot("hs[prev + st + k]", [("a", 0)])
+                + self.dot("hp[st + k]", [("a", 0)])
                 + f"            ACC v = {self.clipped(attrs, 'a')};\n"
                 + f"            h = {self.act(attrs, 0, 'v')};\n        }}\n"
                 + self.outputs_code(sz) + "    }")
-        return [self.spec(sz, attrs, "step", [*self.input_params(sz), *_state_params(sz, ["hs"]), *_output_params(2)],
-                          body)]
+        return [self.spec(sz, attrs, "step", [*self.input_params(sz), *_states(sz, "hp:in", "hn:out"),
+                                              *_output_params(2)], body)]
 
-    def step_args(self, sz, attrs, phase):
-        return [*self.input_args(sz), ("tmp", 2), ("out", 0), ("out", 1)]
+    def step_args(self, sz, attrs, phase, s):
+        return [*self.input_args(sz), *_hidden(s), ("out", 0), ("out", 1)]
 
 
 @register
@@ -512,18 +530,22 @@ class Gru(Recurrent):
     def extra_temps(self, attrs):
         return 0 if attrs["linear_before_reset"] else 2  # r * h and z between the two kernels of a step
 
-    def cell_numpy(self, xw, state, R, bias, peep, acts, attrs):
+    def cell_numpy(self, xw, state, rt, bias, peep, act, attrs):
         H, clip = attrs["hidden_size"], attrs["clip"]
         h = state[0]
-        wb, rb = bias[:3 * H], bias[3 * H:]
-        zr = xw[:, :2 * H] + h @ R[:2 * H].T + wb[:2 * H] + rb[:2 * H]
-        z = activation_numpy(acts[0], self.clip_numpy(zr[:, :H], clip))
-        r = activation_numpy(acts[0], self.clip_numpy(zr[:, H:], clip))
+        wb, rb = bias[..., :3 * H], bias[..., 3 * H:]
         if attrs["linear_before_reset"]:
-            pre = xw[:, 2 * H:] + r * (h @ R[2 * H:].T + rb[2 * H:]) + wb[2 * H:]
+            hr = np.matmul(h, rt)
+            zr = xw[..., :2 * H] + hr[..., :2 * H] + wb[..., :2 * H] + rb[..., :2 * H]
         else:
-            pre = xw[:, 2 * H:] + (r * h) @ R[2 * H:].T + wb[2 * H:] + rb[2 * H:]
-        hh = activation_numpy(acts[1], self.clip_numpy(pre, clip))
+            zr = xw[..., :2 * H] + np.matmul(h, rt[..., :2 * H]) + wb[..., :2 * H] + rb[..., :2 * H]
+        z = act(0, self.clip_numpy(zr[..., :H], clip))
+        r = act(0, self.clip_numpy(zr[..., H:], clip))
+        if attrs["linear_before_reset"]:
+            pre = xw[..., 2 * H:] + r * (hr[..., 2 * H:] + rb[..., 2 * H:]) + wb[..., 2 * H:]
+        else:
+            pre = xw[..., 2 * H:] + np.matmul(r * h, rt[..., 2 * H:]) + wb[..., 2 * H:] + rb[..., 2 * H:]
+        hh = act(1, self.clip_numpy(pre, clip))
         return [(1 - z) * hh + z * h]
 
     def _gates_zr(self, sz, attrs) -> str:
@@ -544,30 +566,33 @@ class Gru(Recurrent):
         outs = _output_params(2)
         if attrs["linear_before_reset"]:
             rbh = "TO_ACC(bias[d * 2 * GH + GH + 2 * H + j])" if "B" in sz["given"] else "CAST(ACC, 0.0f)"
-            body = (self.prologue(sz) + "        ACC h = hs[prev + st + j];\n        if (s < L) {\n"
+            body = (self.prologue(sz) + "        ACC h = hp[st + j];\n        if (s < L) {\n"
                     + self._gates_zr(sz, attrs) + self.gate(sz, 2, "ah", recurrent_bias=False)
                     + f"            ACC hr = {rbh};\n"
-                    + self.dot("hs[prev + st + k]", [("az", 0), ("ar", 1), ("hr", 2)])
+                    + self.dot("hp[st + k]", [("az", 0), ("ar", 1), ("hr", 2)])
                     + self._z_r(attrs) + "            ACC pre = ah + rg * hr;\n" + self._candidate(attrs, "pre")
                     + "            h = (CAST(ACC, 1.0f) - z) * hh + z * h;\n        }\n"
                     + self.outputs_code(sz) + "    }")
-            return [self.spec(sz, attrs, "lbr", [*ins, *_state_params(sz, ["hs"]), *outs], body)]
+            return [self.spec(sz, attrs, "lbr", [*ins, *_states(sz, "hp:in", "hn:out"), *outs], body)]
         gates = (self.prologue(sz) + "        if (s < L) {\n" + self._gates_zr(sz, attrs)
-                 + self.dot("hs[prev + st + k]", [("az", 0), ("ar", 1)]) + self._z_r(attrs)
-                 + "            zs[st + j] = z;\n            rh[st + j] = rg * hs[prev + st + j];\n        }\n    }")
-        candidate = (self.prologue(sz) + "        ACC h = hs[prev + st + j];\n        if (s < L) {\n"
+                 + self.dot("hp[st + k]", [("az", 0), ("ar", 1)]) + self._z_r(attrs)
+                 + "            zs[st + j] = z;\n            rh[st + j] = rg * hp[st + j];\n        }\n    }")
+        candidate = (self.prologue(sz) + "        ACC h = hp[st + j];\n        if (s < L) {\n"
                      + self.gate(sz, 2, "ah") + self.dot("rh[st + k]", [("ah", 2)]) + self._candidate(attrs, "ah")
                      + "            ACC z = zs[st + j];\n"
                      "            h = (CAST(ACC, 1.0f) - z) * hh + z * h;\n        }\n"
                      + self.outputs_code(sz) + "    }")
-        return [self.spec(sz, attrs, "gates", [*ins, *_state_params(sz, ["hs", "rh", "zs"])], gates),
-                self.spec(sz, attrs, "candidate", [*ins, *_state_params(sz, ["hs", "rh", "zs"]), *outs], candidate)]
+        return [self.spec(sz, attrs, "gates", [*ins, *_states(sz, "hp:in", "rh:out", "zs:out")], gates),
+                self.spec(sz, attrs, "candidate", [*ins, *_states(sz, "hp:in", "rh:in", "zs:in", "hn:out"), *outs],
+                          candidate)]
 
-    def step_args(self, sz, attrs, phase):
+    def step_args(self, sz, attrs, phase, s):
+        hp, hn = _hidden(s)
         if attrs["linear_before_reset"]:
-            return [*self.input_args(sz), ("tmp", 2), ("out", 0), ("out", 1)]
-        states = [("tmp", 2), ("tmp", 3), ("tmp", 4)]  # hs, rh, zs
-        return [*self.input_args(sz), *states] + ([("out", 0), ("out", 1)] if phase else [])
+            return [*self.input_args(sz), hp, hn, ("out", 0), ("out", 1)]
+        if phase == 0:
+            return [*self.input_args(sz), hp, ("tmp", 4), ("tmp", 5)]
+        return [*self.input_args(sz), hp, ("tmp", 4), ("tmp", 5), hn, ("out", 0), ("out", 1)]
 
 
 @register
@@ -586,17 +611,17 @@ class Lstm(Recurrent):
     def check_extra(self, attrs):
         return {"input_forget": self._flag(attrs, "input_forget")}
 
-    def cell_numpy(self, xw, state, R, bias, peep, acts, attrs):
+    def cell_numpy(self, xw, state, rt, bias, peep, act, attrs):
         H, clip = attrs["hidden_size"], attrs["clip"]
         h, c = state
-        pre = xw + h @ R.T + bias[:4 * H] + bias[4 * H:]
-        ai, ao, af, ac = (pre[:, g * H:(g + 1) * H] for g in range(4))
-        pi, po, pf = (0, 0, 0) if peep is None else (peep[:H], peep[H:2 * H], peep[2 * H:])
-        i = activation_numpy(acts[0], self.clip_numpy(ai + pi * c, clip))
-        f = 1 - i if attrs["input_forget"] else activation_numpy(acts[0], self.clip_numpy(af + pf * c, clip))
-        c = f * c + i * activation_numpy(acts[1], self.clip_numpy(ac, clip))
-        o = activation_numpy(acts[0], self.clip_numpy(ao + po * c, clip))
-        return [o * activation_numpy(acts[2], c), c]
+        pre = xw + np.matmul(h, rt) + bias[..., :4 * H] + bias[..., 4 * H:]
+        ai, ao, af, ac = (pre[..., g * H:(g + 1) * H] for g in range(4))
+        pi, po, pf = (0, 0, 0) if peep is None else (peep[..., :H], peep[..., H:2 * H], peep[..., 2 * H:])
+        i = act(0, self.clip_numpy(ai + pi * c, clip))
+        f = 1 - i if attrs["input_forget"] else act(0, self.clip_numpy(af + pf * c, clip))
+        c = f * c + i * act(1, self.clip_numpy(ac, clip))
+        o = act(0, self.clip_numpy(ao + po * c, clip))
+        return [o * act(2, c), c]
 
     def step_specs(self, sz, attrs):
         has_p = "P" in sz["given"]
@@ -609,10 +634,10 @@ class Lstm(Recurrent):
         else:
             forget = (f"            ACC vf = af{peep(2)};\n            vf = {self.clipped(attrs, 'vf')};\n"
                       f"            ACC gf = {self.act(attrs, 0, 'vf')};\n")
-        body = (self.prologue(sz) + "        ACC h = hs[prev + st + j];\n        ACC c = cs[st + j];\n"
+        body = (self.prologue(sz) + "        ACC h = hp[st + j];\n        ACC c = cp[st + j];\n"
                 "        if (s < L) {\n"
                 + "".join(self.gate(sz, g, name) for g, name in enumerate(("ai", "ao", "af", "ac")))
-                + self.dot("hs[prev + st + k]", [("ai", 0), ("ao", 1), ("af", 2), ("ac", 3)])
+                + self.dot("hp[st + k]", [("ai", 0), ("ao", 1), ("af", 2), ("ac", 3)])
                 + f"            ACC vi = ai{peep(0)};\n            vi = {self.clipped(attrs, 'vi')};\n"
                 f"            ACC gi = {self.act(attrs, 0, 'vi')};\n" + forget
                 + f"            ACC vc = {self.clipped(attrs, 'ac')};\n"
@@ -621,10 +646,12 @@ class Lstm(Recurrent):
                 f"            ACC vo = ao{peep(1)};\n            vo = {self.clipped(attrs, 'vo')};\n"
                 f"            ACC go = {self.act(attrs, 0, 'vo')};\n"
                 f"            h = go * {self.act(attrs, 2, 'c')};\n        }}\n"
-                "        cs[st + j] = c;\n" + self.outputs_code(sz, (("Yh", "h"), ("Yc", "c"))) + "    }")
+                "        cn[st + j] = c;\n" + self.outputs_code(sz, (("Yh", "h"), ("Yc", "c"))) + "    }")
         ins = self.input_params(sz) + ([Param("p", "T", "in")] if has_p else [])
-        return [self.spec(sz, attrs, "step", [*ins, *_state_params(sz, ["hs", "cs"]), *_output_params(3)], body)]
+        return [self.spec(sz, attrs, "step", [*ins, *_states(sz, "hp:in", "cp:in", "hn:out", "cn:out"),
+                                              *_output_params(3)], body)]
 
-    def step_args(self, sz, attrs, phase):
+    def step_args(self, sz, attrs, phase, s):
         p = [("in", 3 + self.optional.index("P"))] if "P" in sz["given"] else []
-        return [*self.input_args(sz), *p, ("tmp", 2), ("tmp", 3), ("out", 0), ("out", 1), ("out", 2)]
+        (hp, hn), (cp, cn) = _hidden(s), _hidden(s, 4)
+        return [*self.input_args(sz), *p, hp, cp, hn, cn, ("out", 0), ("out", 1), ("out", 2)]
