@@ -113,3 +113,17 @@ def test_misuse_names_the_node_and_leaves_the_device_usable(op, attrs, inputs, m
     with pytest.raises((dl.GraphError, dl.UnsupportedOp), match=f"bad_gen.*{match}"):
         dlo.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)]))
     assert _run(_model("RandomUniform", shape=[4], seed=0.0), device)["y"].shape == (4,)
+
+
+def test_graph_builder_forms_draw_the_same_numbers_on_every_device(device):
+    """The library ops directly: shape from an input (its values unread) or from ``shape=``; a device draws the
+    host's numbers."""
+    g = dl.Graph()
+    x = g.input("x", (3, 4))
+    g.output("u", g.random_uniform(x, seed=3, low=-1.0, high=1.0))
+    g.output("n", g.random_normal(shape=(2, 5), seed=1, mean=2.0))
+    feeds = {"x": np.zeros((3, 4), np.float32)}
+    got, host = g.compile([device.id])(**feeds), g.compile(["host"])(**feeds)
+    assert got["u"].shape == (3, 4) and got["n"].shape == (2, 5)
+    np.testing.assert_allclose(got["u"], host["u"], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got["n"], host["n"], rtol=1e-5, atol=1e-5)

@@ -176,8 +176,10 @@ class _Distribution(_Generator):
         out["dtype"] = dtype_attr(self, attrs, inputs[0].dtype if inputs and inputs[0].dtype.kind == "f"
                                   else np.float32, "f", "float16, float32 or float64")
         if inputs:
-            if attrs.get("shape") is not None:
-                raise self.error("takes its shape from the 'shape' attribute or from an input, not both")
+            shape = attrs.get("shape")
+            if shape is not None and tuple(shape) != inputs[0].shape:
+                raise self.error(f"takes its shape from the input {inputs[0].shape} or from the 'shape' attribute, "
+                                 f"not both (got shape={shape!r})")
             out["shape"] = inputs[0].shape
         else:
             shape = attrs.get("shape")
