@@ -96,7 +96,8 @@ def test_dft_float16_transforms_in_float32(device):
 
 def test_dft_is_one_matrix_product():
     x = R.standard_normal((1, 64, 1)).astype(np.float32)
-    g = dlo.load(make_model([helper.make_node("DFT", ["x"], ["y"], onesided=1)], {"x": x}, ["y"], opset=17))
+    g = dlo.convert(dlo.read_model(make_model([helper.make_node("DFT", ["x"], ["y"], onesided=1)], {"x": x}, ["y"],
+                                              opset=17)))
     assert [n.op for n in g.nodes] == ["reshape", "matmul", "reshape"]
 
 
