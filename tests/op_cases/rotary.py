@@ -9,9 +9,9 @@ from op_cases import Case
 def _rope(x_shape, heads=None, rd=None, pid=True, dtype="float32", pid_dtype="int64", positions=50, bad=False):
     def make(rng):
         if len(x_shape) == 4:
-            B, H, S, D = x_shape
+            B, _, S, D = x_shape
         else:
-            B, S, H = x_shape[0], x_shape[1], heads
+            B, S = x_shape[0], x_shape[1]
             D = x_shape[2] // heads
         half = (rd or D) // 2
         x = rng.uniform(-2, 2, x_shape).astype(dtype)
