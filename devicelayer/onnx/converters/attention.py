@@ -1,4 +1,5 @@
-"""Attention blocks: Attention (opsets 23 to 25) and RotaryEmbedding."""
+"""Attention blocks: Attention (opsets 23 to 25), RotaryEmbedding, and the recurrent blocks LinearAttention and
+CausalConvWithState."""
 
 from __future__ import annotations
 
@@ -73,3 +74,36 @@ def _attention(ctx, attrs):
 def _rotary_embedding(ctx, attrs):
     return [ctx.op("rotary_embedding", ctx.values()[:4], **pick(attrs, "interleaved", "rotary_embedding_dim",
                                                                "num_heads"))]
+
+
+@converter("LinearAttention")
+def _linear_attention(ctx, attrs):
+    ins = [ctx.raw(i) for i in range(6) if ctx.has(i)]
+    outs = ctx.add("linear_attention", ins, **pick(attrs, "q_num_heads", "kv_num_heads", "scale", "update_rule"))
+    return outs
+
+
+@converter("CausalConvWithState")
+def _causal_conv_with_state(ctx, attrs):
+    """A depthwise causal 1-D convolution over past_state (zeros when absent) followed by the input, an optional
+    SiLU; present_state is the last kernel - 1 positions of that sequence."""
+    x, w = ctx.raw(0), ctx.raw(1)
+    activation = attrs.get("activation", "none")
+    if activation not in ("none", "silu", "swish"):
+        raise InvalidArgument(f"activation must be 'none', 'silu' or 'swish', got {activation!r}")
+    if len(x.shape) != 3 or len(w.shape) != 3 or w.shape[0] != x.shape[1] or w.shape[1] != 1:
+        raise InvalidArgument(f"input must be (B, C, L) and weight (C, 1, k), got {x.shape} and {w.shape}")
+    B, C, L = x.shape
+    k = w.shape[2]
+    if k > 1:
+        past = ctx.raw(3) if ctx.has(3) else np.zeros((B, C, k - 1), x.dtype)
+        if tuple(past.shape) != (B, C, k - 1):
+            raise InvalidArgument(f"past_state must have shape {(B, C, k - 1)}, got {past.shape}")
+        padded = ctx.op("concat", [past, x], "padded", axis=2)
+        present = ctx.op("slice", [padded], "present_state", starts=(L,), ends=(L + k - 1,), axes=(2,))
+    else:
+        padded, present = x, np.zeros((B, C, 0), x.dtype)
+    y = ctx.op("conv", [padded, w] + ([ctx.raw(2)] if ctx.has(2) else []), "conv", group=C)
+    if activation != "none":
+        y = ctx.op("mul", [y, ctx.op("sigmoid", [y], "gate")], "silu")
+    return [y, present]
