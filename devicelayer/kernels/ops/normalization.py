@@ -75,13 +75,22 @@ class Softmax(_AxisRowOp):
 
     def reference_into(self, inputs, outputs, attrs):
         x, y = inputs[0], outputs[0]
-        if self.log or not x.size or x.dtype.itemsize == 2:
+        if not x.size or x.dtype.itemsize == 2:
             return super().reference_into(inputs, outputs, attrs)
-        axis = attrs["axis"]
-        with np.errstate(all="ignore"):
-            np.subtract(x, np.max(x, axis=axis, keepdims=True), out=y)
-            np.exp(y, out=y)
-            y /= np.sum(y, axis=axis, keepdims=True)
+        R, K, inner = axis_rows(x.shape, attrs["axis"])
+        # rows of (outer, K, inner): pieces of the outer index on helper threads
+        x3, y3 = x.reshape(-1, K, inner), y.reshape(-1, K, inner)
+
+        def piece(lo: int, hi: int) -> None:
+            xs, ys = x3[lo:hi], y3[lo:hi]
+            with np.errstate(all="ignore"):
+                np.subtract(xs, np.max(xs, axis=1, keepdims=True), out=ys)
+                if self.log:
+                    ys -= np.log(np.sum(np.exp(ys), axis=1, keepdims=True))
+                else:
+                    np.exp(ys, out=ys)
+                    ys /= np.sum(ys, axis=1, keepdims=True)
+        parallel(piece, x3.shape[0], 3 * x.nbytes)
         return None
 
     def plan(self, inputs, outputs, attrs, info):
@@ -217,6 +226,38 @@ class LayerNormalization(FloatKernelOp):
             outs += [mean.astype(attrs["stash_type"]), inv.astype(attrs["stash_type"])]
         return outs
 
+    def reference_into(self, inputs, outputs, attrs):
+        x = inputs[0]
+        axis = attrs["axis"]
+        params = [_row_param(p, x.shape, axis) for p in inputs[1:]]
+        if x.dtype.itemsize == 2 or not x.size or any(p is None for p in params):
+            return super().reference_into(inputs, outputs, attrs)
+        K = int(np.prod(x.shape[axis:], dtype=np.int64))
+        x2, y2 = x.reshape(-1, K), outputs[0].reshape(-1, K)
+        stats = [o.reshape(-1) for o in outputs[1:]]
+        eps = x.dtype.type(attrs["epsilon"])
+
+        def piece(lo: int, hi: int) -> None:  # rows lo..hi
+            xs, ys = x2[lo:hi], y2[lo:hi]
+            with np.errstate(all="ignore"):
+                if self.center:
+                    mean = np.add.reduce(xs, axis=1) / x.dtype.type(K)
+                    np.subtract(xs, mean[:, None], out=ys)
+                else:
+                    mean = None
+                    np.copyto(ys, xs)
+                inv = 1 / np.sqrt(np.einsum("ij,ij->i", ys, ys) / x.dtype.type(K) + eps)
+                ys *= inv[:, None]
+                if params:
+                    ys *= params[0]
+                if len(params) > 1:
+                    ys += params[1]
+            if stats:
+                stats[0][lo:hi] = mean
+                stats[1][lo:hi] = inv
+        parallel(piece, x2.shape[0], 3 * x.nbytes)
+        return None
+
     def _walk(self, inputs):
         x = inputs[0]
         return collapse(x.shape, [broadcast_strides(t.shape, x.shape) for t in inputs[1:]] or [[0] * len(x.shape)])
@@ -289,6 +330,15 @@ class RMSNormalization(LayerNormalization):
     max_inputs = 2
     center = False
     params = ("scale",)
+
+
+def _row_param(p: np.ndarray, shape: tuple[int, ...], axis: int) -> np.ndarray | None:
+    """A scale or bias broadcast to ``shape`` as one (1, K) row shared by every row of axes [axis, rank), or None
+    when it differs between rows."""
+    full = (1,) * (len(shape) - p.ndim) + p.shape
+    if any(d != 1 for d in full[:axis]):
+        return None
+    return np.ascontiguousarray(np.broadcast_to(p.reshape(full[axis:]), shape[axis:])).reshape(1, -1)
 
 
 # -- over groups of channels: group_normalization ------------------------------------------------------------------
