@@ -1,4 +1,4 @@
-"""Cases for attention on the fused kernel (head sizes up to 256) and the composed one (larger heads): multi-head,
+"""Cases for attention on the fused kernel (few query rows, heads up to 256) and the composed one: multi-head,
 grouped-query and multi-query heads, value head sizes apart from the key's, float and bool masks of rank 1 to 4
 (shorter than the keys: padded), causal (with a cache offset), windows, padded keys (nonpad_kv_seqlen, with the
 negative offsets that empty whole rows), softcap, scale, every qk_matmul_output_mode, long key sequences (several
@@ -71,6 +71,8 @@ for big, tag in ((False, ""), (True, "-composed")):
 CASES += [
     Case(A, _attn(B=1, Hq=2, Hk=2, Sq=70, Skv=200, Dk=64, Dv=64, mask=((70, 150), "bool")),
          {"is_causal": True, "offset": 130}, id="attn-prefill-long"),
+    Case(A, _attn(B=2, Hq=4, Hk=2, Sq=8, Skv=200, Dk=64, Dv=48, mask=((2, 1, 8, 150), "float"), neginf=True),
+         {"is_causal": True, "offset": 192, "softcap": 5.0, "qk_matmul_output_mode": 3}, id="attn-fused-chunks"),
     Case(A, _attn(Dk=128, Dv=256, Hq=8, Hk=2, mask=((4, 6), "float")), {"is_causal": True}, id="attn-big-heads"),
     Case(A, _attn(mask=((4, 6), "float"), dtype="float16"), {"is_causal": True, "qk_matmul_output_mode": 3},
          id="attn-f16", dtype="float16"),

@@ -1,10 +1,11 @@
 """attention: scaled dot-product attention over (batch, heads, sequence, head size) tensors, ONNX Attention's
 core (the converter reshapes 3-D inputs into heads and concatenates the key/value cache).
 
-One fused kernel where the head sizes fit its shared memory: a work-group per query row streams over the keys
-in chunks of its size, each item scoring one key, with the running maximum and the output accumulated as in
-online softmax (no score matrix in memory).  Larger heads run as a composition: the score matrix by the GEMM
-kernels, a row kernel for softcap, bias and softmax, and the GEMM kernels again for the weighted values.
+Two plans.  A fused kernel, for decoding (few query rows) where the head sizes fit its shared memory: a
+work-group per query row streams over the keys in chunks of its size, each item scoring one key, with the running
+maximum and the output accumulated as in online softmax (no score matrix in memory).  Otherwise a composition:
+the score matrix by the GEMM kernels, a row kernel for softcap, bias and softmax, and the GEMM kernels again for
+the weighted values.
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ from .rows import FloatKernelOp, float_tensor, widen
 FUSED_HEAD_MAX = 256
 #: work items of the fused kernel's groups (keys scored at once)
 FUSED_GROUP = 64
+#: query rows up to which the fused kernel runs (decoding); longer query blocks run the GEMM composition, faster
+#: there (the fused kernel reads the keys and values once per query row), unless its score matrix would exceed
+#: ``COMPOSED_SCORES_MAX`` bytes
+FUSED_QUERIES = 16
+COMPOSED_SCORES_MAX = 1 << 28
 #: qk_matmul_output_mode values: the scaled QK product, after softcap, after the bias, the probabilities
 QK_MODES = (0, 1, 2, 3)
 
@@ -200,7 +206,11 @@ class Attention(FloatKernelOp):
                 and group_local(info, FUSED_GROUP) >= 8)
 
     def plan(self, inputs, outputs, attrs, info):
-        return self._fused(inputs, attrs, info) if self._fits(inputs, info) else self._composed(inputs, attrs, info)
+        q, k = inputs[0], inputs[1]
+        scores = q.shape[0] * q.shape[1] * q.shape[2] * k.shape[2] * q.dtype.itemsize
+        if self._fits(inputs, info) and (q.shape[2] <= FUSED_QUERIES or scores > COMPOSED_SCORES_MAX):
+            return self._fused(inputs, attrs, info)
+        return self._composed(inputs, attrs, info)
 
     def _shape_scalars(self, inputs, attrs) -> tuple[list[Param], list[Any]]:
         """The scalars both kernels take, and their values."""
@@ -324,19 +334,23 @@ class Attention(FloatKernelOp):
             "            if (j < Skv) {\n", score,
             f"                if (bias > {ninf}) seen = CAST(ACC, 1.0f);\n",
             "                tj = t;\n            }\n",
-            "            ACC cm = tj;\n", group_reduce("cm", fmax, indent="            "),
+            # the chunk's maximum: every item reads the chunk's scores (two barriers a chunk, no tree)
+            "            red[LID(0)] = tj;\n            BARRIER();\n",
+            "            int n = Skv - j0 < LSIZE(0) ? Skv - j0 : LSIZE(0);\n",
+            f"            ACC cm = {ninf};\n",
+            "            for (int jj = 0; jj < n; jj++) cm = dl_max(cm, red[jj]);\n",
             "            ACC mn = dl_max(m, cm);\n",
             f"            ACC base = mn == {ninf} ? {zero} : mn;\n",
             f"            ACC corr = m == {ninf} ? {zero} : dl_exp(m - base);\n",
             f"            ACC p = j < Skv ? dl_exp(tj - base) : {zero};\n",
             "            l = l * corr + p;\n",
             "            ps[LID(0)] = p;\n            BARRIER();\n",
-            "            int n = Skv - j0 < LSIZE(0) ? Skv - j0 : LSIZE(0);\n",
+            # (ps is rewritten after the next chunk's first barrier, red after this one: no third barrier)
             "            for (int d = LID(0); d < Dv; d += LSIZE(0)) {\n",
             "                ACC a = accs[d] * corr;\n",
             "                for (int jj = 0; jj < n; jj++) a = a + ps[jj] * TO_ACC(v[(kvb + j0 + jj) * Dv + d]);\n",
             "                accs[d] = a;\n            }\n",
-            "            BARRIER();\n            m = mn;\n        }\n",
+            "            m = mn;\n        }\n",
             group_reduce("l", add), group_reduce("seen", fmax),
             f"        ACC inv = (seen == {zero} || l == {zero}) ? {zero} : CAST(ACC, 1.0f) / l;\n",
             "        for (int d = LID(0); d < Dv; d += LSIZE(0)) y[row * Dv + d] = FROM_ACC(accs[d] * inv);\n",
