@@ -228,11 +228,12 @@ class Attention(FloatKernelOp):
         params += [Param("scale", acc, "scalar"), Param("softcap", acc, "scalar")]
         return params, values + [attrs["scale"], attrs["softcap"]]
 
-    def _buffers(self, inputs, attrs, scores: str) -> tuple[list[Param], list[Any], str]:
-        """Input buffers (q, k, v or the score matrix, mask, nonpad), their args, and a variant tag."""
+    def _buffers(self, inputs, attrs, fused: bool) -> tuple[list[Param], list[Any], str]:
+        """Input buffers (q, k and v for the fused kernel, the score matrix ``sc`` for the composed one; the mask,
+        nonpad), their args, and a variant tag."""
         mask, nonpad = self._extras(inputs)
-        params = [Param(n, "T", "in") for n in ("q", "k", "v")] if scores == "" else [Param(scores, "T", "inout")]
-        args: list[Any] = [("in", 0), ("in", 1), ("in", 2)] if scores == "" else [("tmp", 0)]
+        params = [Param(n, "T", "in") for n in ("q", "k", "v")] if fused else [Param("sc", "T", "inout")]
+        args: list[Any] = [("in", 0), ("in", 1), ("in", 2)] if fused else [("tmp", 0)]
         tag = ""
         if mask is not None:
             kind = "uchar" if mask.dtype == np.bool_ else "T"
@@ -284,8 +285,8 @@ class Attention(FloatKernelOp):
         return "CAST(int, nonpad[b]) - Sq" if nonpad is not None else "offset"
 
     def _score_code(self, inputs, attrs, indent: str, dot: str) -> str:
-        """Statements making ACC ``t`` (score plus bias) from ACC ``s`` = ``dot`` (the scaled product), writing
-        the qk output of modes 0-2 when ``write`` is in the statements' scope."""
+        """Statements making ACC ``t`` (score plus bias) from the product ``dot`` (an ACC expression), writing the
+        qk output of modes 0-2 at ``qo``."""
         mode = attrs["qk_matmul_output_mode"]
         code = [f"ACC s = ({dot}) * scale;"]
         if mode == 0:
@@ -305,18 +306,17 @@ class Attention(FloatKernelOp):
         elem = dialect_type(q.dtype)
         local = group_local(info, FUSED_GROUP)
         mode = attrs["qk_matmul_output_mode"]
-        buffers, args, tag = self._buffers(inputs, attrs, "")
+        buffers, args, tag = self._buffers(inputs, attrs, fused=True)
         buffers.append(Param("y", "T", "out"))
         args.append(("out", 0))
         if mode >= 0:
             buffers.append(Param("qk", "T", "out"))
             args.append(("out", 1))
         scalars, values = self._shape_scalars(inputs, attrs)
-        dot = "dot"
         score = ("                ACC dot = CAST(ACC, 0.0f);\n"
                  "                for (int d = 0; d < Dk; d++) dot = dot + qs[d] * TO_ACC(k[(kvb + j) * Dk + d]);\n"
                  "                int qo = row * Skv + j;\n"
-                 + self._score_code(inputs, attrs, "                ", dot))
+                 + self._score_code(inputs, attrs, "                ", "dot"))
         ninf = "CAST(ACC, -DL_INF)"
         zero = "CAST(ACC, 0.0f)"
         body = [
@@ -379,7 +379,7 @@ class Attention(FloatKernelOp):
         # scores (B, Hk, G, Sq, Skv) = q · kᵀ, the G query heads of a key head reading it with stride 0
         qk_batch = [(B, Hq * Sq * Dk, Hk * Skv * Dk), (Hk, G * Sq * Dk, Skv * Dk), (G, Sq * Dk, 0)]
         steps: list[Any] = gemm_steps(info, elem, Sq, Skv, Dk, Dk, 1, 1, Dk, qk_batch, y_arg=("tmp", 0))
-        buffers, args, tag = self._buffers(inputs, attrs, "sc")
+        buffers, args, tag = self._buffers(inputs, attrs, fused=False)
         if mode >= 0:
             buffers.append(Param("qk", "T", "out"))
             args.append(("out", 1))

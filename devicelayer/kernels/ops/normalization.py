@@ -44,14 +44,15 @@ class _AxisRowOp(FloatKernelOp):
     def infer(self, inputs, attrs):
         return [inputs[0]]
 
-    def row_plan(self, inputs, attrs, info, tag: str, phases, scalars=(), scalar_args=()) -> Plan:
+    def row_plan(self, inputs, attrs, info, tag: str, phases) -> Plan:
+        """The row kernel running ``phases`` along the axis."""
         x = inputs[0]
         elem = dialect_type(x.dtype)
         R, K, inner = axis_rows(x.shape, attrs["axis"])
         launch = row_launch(
             f"{self.name}_{tag}_{elem}", elem, R, K, (Param("x", "T", "in"), Param("y", "T", "out")),
-            (Param("inner", "int", "scalar"), *scalars), (("in", 0), ("out", 0), inner, *scalar_args),
-            AXIS_ROW_HEADER, AXIS_ROW_OFF, phases, info)
+            (Param("inner", "int", "scalar"),), (("in", 0), ("out", 0), inner), AXIS_ROW_HEADER, AXIS_ROW_OFF,
+            phases, info)
         return Plan([launch])
 
 
