@@ -4,9 +4,11 @@ MeanVarianceNormalization, and Dropout (the identity in inference)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from ...errors import UnsupportedOp
+from ...errors import InvalidArgument, UnsupportedOp
 from ..loader import Context, np_dtype
 from .base import Tensor, converter, ints, pick, reshape, scalar
 
@@ -14,6 +16,14 @@ from .base import Tensor, converter, ints, pick, reshape, scalar
 def _wants(ctx: Context, k: int) -> bool:
     """Whether the model reads output ``k`` of the current node."""
     return k < len(ctx.node.output) and ctx.node.output[k] != ""
+
+
+def _scalar(value: np.ndarray, what: str) -> Any:
+    """The one element of a scalar input; InvalidArgument when it holds another number of elements."""
+    value = np.asarray(value)
+    if value.size != 1:
+        raise InvalidArgument(f"{what} must hold one value, got shape {value.shape}")
+    return value.reshape(-1)[0]
 
 
 # -- batch normalization ---------------------------------------------------------------------------------------------
@@ -97,6 +107,8 @@ def _rms_norm(ctx, attrs):
 @converter("GroupNormalization")
 def _group_norm(ctx, attrs):
     x, scale, bias = ctx.raw(0), ctx.raw(1), ctx.raw(2)
+    if "num_groups" not in attrs:
+        raise InvalidArgument("GroupNormalization needs the attribute num_groups")
     groups = int(attrs["num_groups"])
     if ctx.opset < 21 and len(x.shape) >= 2 and groups >= 1 and x.shape[1] % groups == 0:
         # GroupNormalization-18: one scale and bias per group, repeated over the group's channels
@@ -133,10 +145,10 @@ def _dropout(ctx, attrs):
     """The identity with an all-true mask: in inference (old opsets' is_test changes nothing here), and in
     training mode with ratio 0.  Training with a ratio above 0 draws a random mask: refused."""
     x = ctx.raw(0)
-    training = ctx.opset >= 12 and ctx.has(2) and bool(np.asarray(ctx.need_const(2, "training_mode")).reshape(-1)[0])
+    training = ctx.opset >= 12 and ctx.has(2) and bool(_scalar(ctx.need_const(2, "training_mode"), "training_mode"))
     if training:
         ratio = ctx.need_const(1, "ratio")
-        ratio = 0.5 if ratio is None else float(np.asarray(ratio).reshape(-1)[0])
+        ratio = 0.5 if ratio is None else float(_scalar(ratio, "ratio"))
         if ratio != 0:
             raise UnsupportedOp(f"Dropout in training mode with ratio {ratio} draws a random mask; devicelayer "
                                 "runs Dropout as the identity (inference, or training with ratio 0)")
