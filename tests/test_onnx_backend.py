@@ -31,7 +31,6 @@ EXPECTED_FAILURES: list[tuple[str, str, Any]] = [
     (r"^test_(sequence_model\d|strnorm_model_.*)_", "sequence / string ops: not tensors of numbers", None),
     (r"^test_gradient_of_add", "Gradient (ai.onnx.preview.training): training only", None),
     (r"^test_(sign_model|shrink)_", f"Sign, Shrink: {_MISSING_OP}", None),
-    (r"^test_operator_symbolic_override_cpu", f"InstanceNormalization: {_MISSING_OP}", None),
     (r"^test_operator_add(_size1.*)?_broadcast_cpu|^test_operator_addconstant_cpu",
      "float64 Add: the op library's binary kernels are float32/float16/int32/int64",
      ("opencl", "vulkan", "cuda")),

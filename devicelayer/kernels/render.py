@@ -15,9 +15,8 @@ from .dialect import TYPES, KernelSpec, Param
 _FLOAT_MATH = ("exp", "log", "sqrt", "tanh", "floor", "ceil", "sin", "cos", "tan", "asin", "acos", "atan", "sinh",
                "cosh", "asinh", "acosh", "atanh", "trunc")
 #: dialect functions GLSL has no double form of (GLSL 4.50 defines its transcendental functions for float only)
-_GLSL_FLOAT_ONLY = frozenset({"dl_exp", "dl_log", "dl_tanh", "dl_sin", "dl_cos", "dl_tan", "dl_asin", "dl_acos",
-                              "dl_atan", "dl_sinh", "dl_cosh", "dl_asinh", "dl_acosh", "dl_atanh", "dl_erf", "dl_pow",
-                              "dl_fmod"})
+_GLSL_FLOAT_ONLY = frozenset({"dl_sin", "dl_cos", "dl_tan", "dl_asin", "dl_acos", "dl_atan", "dl_sinh", "dl_cosh",
+                              "dl_asinh", "dl_acosh", "dl_atanh", "dl_erf", "dl_fmod"})
 
 
 def _acc(elem: str) -> str:
@@ -230,6 +229,80 @@ double dl_ceil(double x) { return ceil(x); }
 double dl_trunc(double x) { return trunc(x); }
 double dl_round(double x) { return roundEven(x); }
 double dl_sign(double x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : x); }
+// exp, log, tanh and pow, which GLSL defines for float only, to double precision (relative error ~1e-16; pow's
+// grows with |y log x|): exp by Cody-Waite reduction to |r| <= ln2/2 and a degree-13 Taylor polynomial, log by
+// frexp and the atanh series, tanh through expm1 near 0
+double dl_exp(double x) {
+    if (isnan(x)) return x;
+    if (x > 709.782712893384lf) return double(DL_INF);
+    if (x < -745.2lf) return 0.0lf;
+    double k = floor(x * 1.4426950408889634lf + 0.5lf);
+    double r = (x - k * 6.93147180369123816490e-01lf) - k * 1.90821492927058770002e-10lf;
+    double p = 1.0lf / 6227020800.0lf;
+    p = p * r + 1.0lf / 479001600.0lf;
+    p = p * r + 1.0lf / 39916800.0lf;
+    p = p * r + 1.0lf / 3628800.0lf;
+    p = p * r + 1.0lf / 362880.0lf;
+    p = p * r + 1.0lf / 40320.0lf;
+    p = p * r + 1.0lf / 5040.0lf;
+    p = p * r + 1.0lf / 720.0lf;
+    p = p * r + 1.0lf / 120.0lf;
+    p = p * r + 1.0lf / 24.0lf;
+    p = p * r + 1.0lf / 6.0lf;
+    p = p * r + 0.5lf;
+    p = p * r + 1.0lf;
+    p = p * r + 1.0lf;
+    return ldexp(p, int(k));
+}
+double dl_log(double x) {
+    if (isnan(x) || x < 0.0lf) return double(DL_NAN);
+    if (x == 0.0lf) return -double(DL_INF);
+    if (isinf(x)) return x;
+    int sub = 0;
+    if (x < 2.2250738585072014e-308lf) { x = x * 18014398509481984.0lf; sub = 54; }  // subnormal: times 2^54
+    int e;
+    double m = frexp(x, e);
+    e = e - sub;
+    if (m < 0.70710678118654752lf) { m = m * 2.0lf; e = e - 1; }
+    double s = (m - 1.0lf) / (m + 1.0lf);
+    double s2 = s * s;
+    double t = 1.0lf / 21.0lf;
+    t = t * s2 + 1.0lf / 19.0lf;
+    t = t * s2 + 1.0lf / 17.0lf;
+    t = t * s2 + 1.0lf / 15.0lf;
+    t = t * s2 + 1.0lf / 13.0lf;
+    t = t * s2 + 1.0lf / 11.0lf;
+    t = t * s2 + 1.0lf / 9.0lf;
+    t = t * s2 + 1.0lf / 7.0lf;
+    t = t * s2 + 1.0lf / 5.0lf;
+    t = t * s2 + 1.0lf / 3.0lf;
+    double de = double(e);
+    return de * 6.93147180369123816490e-01lf + (de * 1.90821492927058770002e-10lf + 2.0lf * s + 2.0lf * s * s2 * t);
+}
+double dl_tanh(double x) {
+    if (isnan(x)) return x;
+    double a = abs(x);
+    double t;
+    if (a < 0.625lf) {  // expm1(2a) by its Taylor series (to degree 20), no cancellation
+        double y = 2.0lf * a;
+        double q = 1.0lf;
+        for (int n = 20; n >= 2; n--) q = 1.0lf + q * y / double(n);
+        double e = y * q;
+        t = e / (e + 2.0lf);
+    } else {
+        t = a > 20.0lf ? 1.0lf : 1.0lf - 2.0lf / (dl_exp(2.0lf * a) + 1.0lf);
+    }
+    return x < 0.0lf ? -t : t;
+}
+double dl_pow(double x, double y) {
+    if (x < 0.0lf && y == floor(y)) {
+        double r = dl_exp(y * dl_log(-x));
+        return mod(y, 2.0lf) == 1.0lf ? -r : r;
+    }
+    if (x == 0.0lf) return y == 0.0lf ? 1.0lf : (y > 0.0lf ? 0.0lf : double(DL_INF));
+    if (y == 0.0lf) return 1.0lf;
+    return dl_exp(y * dl_log(x));
+}
 """
 
 

@@ -1,4 +1,4 @@
 """The op library: importing this package registers every op."""
 
 from . import binary, conv, elementwise, matmul, movement, normalization, pooling, reduce  # noqa: F401
-from . import random, rnn  # noqa: F401
+from . import attention, linear_attention, losses, random, rnn, rotary  # noqa: F401

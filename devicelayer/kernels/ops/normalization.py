@@ -1,125 +1,100 @@
-"""Normalization ops: softmax, log_softmax, layer_normalization, batch_normalization (inference), lrn.
+"""Normalization ops: softmax, log_softmax, lp_normalization, layer_normalization, rms_normalization,
+group_normalization (instance normalization is its one-channel-per-group case), batch_normalization (inference)
+and lrn.
 
-softmax, log_softmax and layer_normalization work on rows (the elements one output
-element's statistics run over) with the same two kernel shapes as the reductions:
-one work item per row for short rows, one work-group per row (partials combined in
-shared memory) for long ones.  batch_normalization and lrn are elementwise.
+The row ops run the row kernel (``rows.row_launch``): softmax, log_softmax and lp_normalization along one axis,
+layer and RMS normalization over the trailing axes, group normalization over each group of channels.
+batch_normalization and lrn are elementwise.  Every kernel takes float16, float32 and float64 elements (16-bit
+floats computed in float32); bfloat16 runs on the host, computed in float32.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from ...info import DeviceInfo
 from ..dialect import KernelSpec, Param, dialect_type
-from ..op import Launch, Op, Plan, TensorType, activation_attr, groups_for, local_1d, parallel, register
-from .binary import INT_MAX, MAX_RANK, broadcast_shape, broadcast_strides, check_dtype_same, collapse, unravel
+from ..op import Launch, Plan, TensorType, activation_attr, groups_for, local_1d, parallel, register
+from .binary import MAX_RANK, broadcast_shape, broadcast_strides, check_dtype_same, collapse, unravel
 from .elementwise import relu_into
-from .reduce import (GROUP_THRESHOLD, acc_type, add, bool_attr, float_attr, float_input, fmax, group_local,
-                     group_reduce, int_attr, known_attrs, norm_axis)
+from .reduce import acc_type, add, bool_attr, float_attr, fmax, int_attr, known_attrs, norm_axis
+from .rows import (AXIS_ROW_HEADER, AXIS_ROW_OFF, FloatKernelOp, axis_rows, compute_dtype, float_tensor,
+                   row_launch, widen)
 
 
-# -- rows ------------------------------------------------------------------------------------------------------
-# A row program: ("reduce", var, init, combine, expr, after) computes ACC ``var`` as the combination of ``expr``
-# over the row (``v`` is the element as ACC, ``k`` its index in the row), then runs the statements ``after``;
-# ("write", stmt) runs ``stmt`` for every element of the row.  ``off`` is the element's index in x and y.
-Phase = tuple
+# -- along one axis: softmax, log_softmax, lp_normalization --------------------------------------------------------
+class _AxisRowOp(FloatKernelOp):
+    """An op normalizing rows along one axis (``axis``, default -1)."""
 
-
-def _row_launch(name: str, elem: str, R: int, K: int, buffers: Sequence[Param], scalars: Sequence[Param],
-                args: Sequence[Any], header: str, off: str, phases: Sequence[Phase], info: DeviceInfo) -> Launch:
-    grouped = K >= GROUP_THRESHOLD
-    if grouped:
-        local = group_local(info)
-        start, step = "LID(0)", "LSIZE(0)"
-        head = "    for (int r = GROUP(0); r < R; r += NGROUPS(0)) {\n"
-    else:
-        local = local_1d(info)
-        start, step = "0", "1"
-        head = "    FOR_EACH(r, R) {\n"
-    body = [head, header]
-    loop = f"        for (int k = {start}; k < K; k += {step}) {{\n            int off = {off};\n"
-    for phase in phases:
-        if phase[0] == "reduce":
-            _, var, init, combine, expr, after = phase
-            body.append(f"        ACC {var} = {init};\n")
-            body.append(loop + f"            ACC v = TO_ACC(x[off]);\n            {var} = {combine(var, expr)};\n"
-                        "        }\n")
-            if grouped:
-                body.append(group_reduce(var, combine))
-            body.append(after)
-        else:
-            body.append(loop + "            ACC v = TO_ACC(x[off]);\n" + phase[1] + "        }\n")
-    body.append("    }")
-    params = (*buffers, Param("R", "int", "scalar"), Param("K", "int", "scalar"), *scalars)
-    shared = ((acc_type(elem), "red", local),) if grouped else ()
-    variant = f"g{local}" if grouped else "l"
-    spec = KernelSpec(f"{name}_{variant}", params, "".join(body), elem=elem, shared=shared, local_size=(local,))
-    gsize = groups_for(R * local, local, info) if grouped else groups_for(R, local, info)
-    return Launch(spec, (*args[:len(buffers)], R, K, *args[len(buffers):]), gsize, (local,))
-
-
-def _too_big(op: Op, t: TensorType) -> str | None:
-    if t.size > INT_MAX:
-        return f"{op.name}: tensors of {t.size} elements exceed the kernels' int32 indexing"
-    return None
-
-
-class _WholeTensorOp(Op):
-    """An op whose kernel indexes its whole input at once: refused on kernel devices when it is too big."""
-
-    def unsupported(self, inputs, attrs, info):
-        why = super().unsupported(inputs, attrs, info)
-        return why if why is not None or info.kernel_language == "python" else _too_big(self, inputs[0])
-
-
-class Softmax(_WholeTensorOp):
-    """softmax(x, axis=-1): exp(x - max) / sum(exp(x - max)) along one axis."""
-
-    name = "softmax"
-    log = False
+    known: tuple[str, ...] = ("axis",)
 
     def check(self, inputs, attrs):
-        known_attrs(self, attrs, ("axis",))
+        known_attrs(self, attrs, self.known)
         x = inputs[0]
-        float_input(self, x)
+        float_tensor(self, x)
         if not x.shape:
             raise self.error("needs an input of rank 1 or more")
-        return {"axis": norm_axis(self, attrs.get("axis", -1), len(x.shape))}
+        return {**self.extra(attrs), "axis": norm_axis(self, attrs.get("axis", -1), len(x.shape))}
+
+    def extra(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """Attributes besides the axis, checked."""
+        return {}
 
     def infer(self, inputs, attrs):
         return [inputs[0]]
 
+    def row_plan(self, inputs, attrs, info, tag: str, phases) -> Plan:
+        """The row kernel running ``phases`` along the axis."""
+        x = inputs[0]
+        elem = dialect_type(x.dtype)
+        R, K, inner = axis_rows(x.shape, attrs["axis"])
+        launch = row_launch(
+            f"{self.name}_{tag}_{elem}", elem, R, K, (Param("x", "T", "in"), Param("y", "T", "out")),
+            (Param("inner", "int", "scalar"),), (("in", 0), ("out", 0), inner), AXIS_ROW_HEADER, AXIS_ROW_OFF,
+            phases, info)
+        return Plan([launch])
+
+
+class Softmax(_AxisRowOp):
+    """softmax(x, axis=-1): exp(x - max) / sum(exp(x - max)) along one axis."""
+
+    name = "softmax"
+    log = False
+    math = "dl_exp( dl_log("
+
     def reference(self, inputs, attrs):
         x = inputs[0]
+        w = x.astype(np.float32) if x.dtype.name == "bfloat16" else x  # float16 in float16, as ONNX's reference
         axis = attrs["axis"]
         with np.errstate(all="ignore"):
-            shifted = x - np.max(x, axis=axis, keepdims=True) if x.size else x
+            shifted = w - np.max(w, axis=axis, keepdims=True) if x.size else w
             e = np.exp(shifted)
             s = np.sum(e, axis=axis, keepdims=True)
             y = shifted - np.log(s) if self.log else e / s
-        return [np.asarray(y, dtype=x.dtype)]
+        return [np.asarray(y).astype(x.dtype)]
 
     def reference_into(self, inputs, outputs, attrs):
         x, y = inputs[0], outputs[0]
-        if self.log or not x.size or x.dtype == np.float16:
+        if not x.size or x.dtype.itemsize == 2:
             return super().reference_into(inputs, outputs, attrs)
-        axis = attrs["axis"]
-        with np.errstate(all="ignore"):
-            np.subtract(x, np.max(x, axis=axis, keepdims=True), out=y)
-            np.exp(y, out=y)
-            y /= np.sum(y, axis=axis, keepdims=True)
+        R, K, inner = axis_rows(x.shape, attrs["axis"])
+        # rows of (outer, K, inner): pieces of the outer index on helper threads
+        x3, y3 = x.reshape(-1, K, inner), y.reshape(-1, K, inner)
+
+        def piece(lo: int, hi: int) -> None:
+            xs, ys = x3[lo:hi], y3[lo:hi]
+            with np.errstate(all="ignore"):
+                np.subtract(xs, np.max(xs, axis=1, keepdims=True), out=ys)
+                if self.log:
+                    ys -= np.log(np.sum(np.exp(ys), axis=1, keepdims=True))
+                else:
+                    np.exp(ys, out=ys)
+                    ys /= np.sum(ys, axis=1, keepdims=True)
+        parallel(piece, x3.shape[0], 3 * x.nbytes)
         return None
 
     def plan(self, inputs, outputs, attrs, info):
-        x = inputs[0]
-        elem = dialect_type(x.dtype)
-        axis = attrs["axis"]
-        K = x.shape[axis]
-        inner = int(np.prod(x.shape[axis + 1:], dtype=np.int64))
-        R = x.size // K
         if self.log:
             finish, write = ("        ACC lse = m + dl_log(s);\n",
                              "            y[off] = FROM_ACC(v - lse);\n")
@@ -129,14 +104,7 @@ class Softmax(_WholeTensorOp):
         phases = [("reduce", "m", "CAST(ACC, -DL_INF)", fmax, "v", ""),
                   ("reduce", "s", "CAST(ACC, 0.0f)", add, "dl_exp(v - m)", finish),
                   ("write", write)]
-        step = "off" if inner == 1 else "inner"
-        launch = _row_launch(
-            f"{self.name}_{elem}_{'c' if inner == 1 else 's'}", elem, R, K,
-            (Param("x", "T", "in"), Param("y", "T", "out")), (Param("inner", "int", "scalar"),),
-            (("in", 0), ("out", 0), inner),
-            "        int base = (r / inner) * K * inner + r % inner;\n",
-            "base + k" if step == "off" else "base + k * inner", phases, info)
-        return Plan([launch])
+        return self.row_plan(inputs, attrs, info, "a", phases)
 
 
 register(Softmax)
@@ -151,49 +119,145 @@ class LogSoftmax(Softmax):
 
 
 @register
-class LayerNormalization(Op):
-    """layer_normalization(x[, scale[, bias]], axis=-1, epsilon=1e-5): ONNX LayerNormalization's Y.
+class LpNormalization(_AxisRowOp):
+    """lp_normalization(x, axis=-1, p=2): x divided by its L1 (p=1) or L2 (p=2) norm along one axis; a row of
+    norm 0 gives 0."""
 
-    Normalizes over axes [axis, rank): (x - mean) / sqrt(var + epsilon) * scale + bias;
-    scale and bias broadcast to x's shape.
+    name = "lp_normalization"
+    known = ("axis", "p")
+
+    def extra(self, attrs):
+        p = int_attr(self, attrs, "p", 2)
+        if p not in (1, 2):
+            raise self.error(f"p must be 1 or 2, got {p}")
+        return {"p": p}
+
+    def reference(self, inputs, attrs):
+        x = inputs[0]
+        w = widen(x)
+        axis = attrs["axis"]
+        with np.errstate(all="ignore"):
+            norm = (np.sum(np.abs(w), axis=axis, keepdims=True) if attrs["p"] == 1
+                    else np.sqrt(np.sum(w * w, axis=axis, keepdims=True)))
+            y = np.where(norm == 0, w.dtype.type(0), w / np.where(norm == 0, w.dtype.type(1), norm))
+        return [y.astype(x.dtype)]
+
+    def plan(self, inputs, outputs, attrs, info):
+        p = attrs["p"]
+        expr = "dl_abs(v)" if p == 1 else "v * v"
+        norm = "s" if p == 1 else "dl_sqrt(s)"
+        phases = [("reduce", "s", "CAST(ACC, 0.0f)", add, expr,
+                   (f"        ACC nrm = {norm};\n"
+                    "        ACC inv = nrm == CAST(ACC, 0.0f) ? CAST(ACC, 0.0f) : CAST(ACC, 1.0f) / nrm;\n")),
+                  ("write", "            y[off] = FROM_ACC(v * inv);\n")]
+        return self.row_plan(inputs, attrs, info, f"p{p}", phases)
+
+
+# -- over the trailing axes: layer_normalization, rms_normalization --------------------------------------------------
+@register
+class LayerNormalization(FloatKernelOp):
+    """layer_normalization(x[, scale[, bias]], axis=-1, epsilon=1e-5, stats=False, stash_type=float32): ONNX
+    LayerNormalization.
+
+    Normalizes over axes [axis, rank): (x - mean) / sqrt(var + epsilon) * scale + bias; scale and bias broadcast
+    to x's shape.  With ``stats`` the outputs are Y, Mean and InvStdDev (x's shape with the normalized axes 1,
+    in ``stash_type``).
     """
 
     name = "layer_normalization"
     min_inputs = 1
     max_inputs = 3
+    #: subtract the mean (layer normalization) or not (RMS normalization)
+    center = True
+    params = ("scale", "bias")
 
     def check(self, inputs, attrs):
-        known_attrs(self, attrs, ("axis", "epsilon"))
+        known_attrs(self, attrs, ("axis", "epsilon", "stats", "stash_type") if self.center else ("axis", "epsilon"))
         x = inputs[0]
-        float_input(self, x)
+        float_tensor(self, x)
         if not x.shape:
             raise self.error("needs an input of rank 1 or more")
-        check_dtype_same(self, inputs, ("x", "scale", "bias")[:len(inputs)])
-        for t, what in zip(inputs[1:], ("scale", "bias")):
+        check_dtype_same(self, inputs, ("x", *self.params)[:len(inputs)])
+        for t, what in zip(inputs[1:], self.params):
             if broadcast_shape(self, [x.shape, t.shape]) != x.shape:
                 raise self.error(f"{what} {t.shape} must broadcast to x's shape {x.shape}")
         eps = float_attr(self, attrs, "epsilon", 1e-5)
         if eps < 0:
             raise self.error(f"epsilon must be >= 0, got {eps}")
-        return {"axis": norm_axis(self, attrs.get("axis", -1), len(x.shape)), "epsilon": eps}
+        checked = {"axis": norm_axis(self, attrs.get("axis", -1), len(x.shape)), "epsilon": eps}
+        if self.center:
+            checked["stats"] = bool_attr(self, attrs, "stats", False)
+            try:
+                stash = np.dtype(attrs.get("stash_type", "float32"))
+            except TypeError:
+                raise self.error(f"stash_type must be a dtype, got {attrs.get('stash_type')!r}") from None
+            if stash.kind != "f" and stash.name != "bfloat16":
+                raise self.error(f"stash_type must be a floating-point dtype, got {stash}")
+            checked["stash_type"] = stash
+        return checked
 
     def infer(self, inputs, attrs):
-        return [inputs[0]]
+        x = inputs[0]
+        if not attrs.get("stats"):
+            return [x]
+        axis = attrs["axis"]
+        stat = TensorType(x.shape[:axis] + (1,) * (len(x.shape) - axis), attrs["stash_type"])
+        return [x, stat, stat]
 
     def reference(self, inputs, attrs):
         x = inputs[0]
         axes = tuple(range(attrs["axis"], len(x.shape)))
-        wide = x.astype(np.float32) if x.dtype == np.float16 else x
+        wide = widen(x)
+        stat_shape = x.shape[:attrs["axis"]] + (1,) * len(axes)
         with np.errstate(all="ignore"):
-            mean = np.mean(wide, axis=axes, keepdims=True) if x.size else wide
-            d = wide - mean
-            var = np.mean(d * d, axis=axes, keepdims=True) if x.size else wide
-            y = d / np.sqrt(var + wide.dtype.type(attrs["epsilon"]))
+            if x.size:
+                mean = np.mean(wide, axis=axes, keepdims=True) if self.center else np.zeros(stat_shape, wide.dtype)
+                d = wide - mean
+                var = np.mean(d * d, axis=axes, keepdims=True)
+            else:
+                d, mean, var = wide, np.zeros(stat_shape, wide.dtype), np.ones(stat_shape, wide.dtype)
+            inv = 1 / np.sqrt(var + wide.dtype.type(attrs["epsilon"]))
+            y = d * inv
             if len(inputs) > 1:
-                y = y * inputs[1]
+                y = y * widen(inputs[1])
             if len(inputs) > 2:
-                y = y + inputs[2]
-        return [np.asarray(y).astype(x.dtype)]
+                y = y + widen(inputs[2])
+        outs = [np.asarray(y).astype(x.dtype)]
+        if attrs.get("stats"):
+            outs += [mean.astype(attrs["stash_type"]), inv.astype(attrs["stash_type"])]
+        return outs
+
+    def reference_into(self, inputs, outputs, attrs):
+        x = inputs[0]
+        axis = attrs["axis"]
+        params = [_row_param(p, x.shape, axis) for p in inputs[1:]]
+        if x.dtype.itemsize == 2 or not x.size or any(p is None for p in params):
+            return super().reference_into(inputs, outputs, attrs)
+        K = int(np.prod(x.shape[axis:], dtype=np.int64))
+        x2, y2 = x.reshape(-1, K), outputs[0].reshape(-1, K)
+        stats = [o.reshape(-1) for o in outputs[1:]]
+        eps = x.dtype.type(attrs["epsilon"])
+
+        def piece(lo: int, hi: int) -> None:  # rows lo..hi
+            xs, ys = x2[lo:hi], y2[lo:hi]
+            with np.errstate(all="ignore"):
+                if self.center:
+                    mean = np.add.reduce(xs, axis=1) / x.dtype.type(K)
+                    np.subtract(xs, mean[:, None], out=ys)
+                else:
+                    mean = None
+                    np.copyto(ys, xs)
+                inv = 1 / np.sqrt(np.einsum("ij,ij->i", ys, ys) / x.dtype.type(K) + eps)
+                ys *= inv[:, None]
+                if params:
+                    ys *= params[0]
+                if len(params) > 1:
+                    ys += params[1]
+            if stats:
+                stats[0][lo:hi] = mean
+                stats[1][lo:hi] = inv
+        parallel(piece, x2.shape[0], 3 * x.nbytes)
+        return None
 
     def _walk(self, inputs):
         x = inputs[0]
@@ -201,10 +265,8 @@ class LayerNormalization(Op):
 
     def unsupported(self, inputs, attrs, info):
         why = super().unsupported(inputs, attrs, info)
-        if why is None and info.kernel_language != "python":
-            why = _too_big(self, inputs[0])
-            if why is None and len(self._walk(inputs)[0]) > MAX_RANK:
-                why = f"{self.name}: scale/bias broadcast needs more than {MAX_RANK} dimensions"
+        if why is None and info.kernel_language != "python" and len(self._walk(inputs)[0]) > MAX_RANK:
+            why = f"{self.name}: scale/bias broadcast needs more than {MAX_RANK} dimensions"
         return why
 
     def plan(self, inputs, outputs, attrs, info):
@@ -212,12 +274,18 @@ class LayerNormalization(Op):
         elem = dialect_type(x.dtype)
         axis = attrs["axis"]
         K = int(np.prod(x.shape[axis:], dtype=np.int64))
-        R = x.size // K
+        R = x.size // K if K else 0
         extra = len(inputs) - 1
-        buffers = [Param("x", "T", "in")] + [Param(n, "T", "in") for n in ("scale", "bias")[:extra]] \
+        stats = bool(attrs.get("stats"))
+        buffers = [Param("x", "T", "in")] + [Param(n, "T", "in") for n in self.params[:extra]] \
             + [Param("y", "T", "out")]
-        scalars = [Param("eps", "float", "scalar")]
-        args: list[Any] = [("in", j) for j in range(len(inputs))] + [("out", 0), attrs["epsilon"]]
+        args: list[Any] = [("in", j) for j in range(len(inputs))] + [("out", 0)]
+        if stats:
+            u = dialect_type(attrs["stash_type"])
+            buffers += [Param("mean_out", u, "out"), Param("inv_out", u, "out")]
+            args += [("out", 1), ("out", 2)]
+        scalars = [Param("eps", acc_type(elem), "scalar")]
+        args.append(attrs["epsilon"])
         write = "            ACC t = (v - mean) * inv;\n"
         rank = 0
         if extra:
@@ -231,21 +299,124 @@ class LayerNormalization(Op):
             args += sizes + [s for w in walks for s in w]
             write += "".join(f"            int {o} = 0;\n" for o in offsets)
             write += unravel("off", size_names, stride_names, offsets, "            ")
-            write += "            t = t * TO_ACC(scale[os]);\n"
+            write += f"            t = t * TO_ACC({self.params[0]}[os]);\n"
             if extra > 1:
-                write += "            t = t + TO_ACC(bias[ob]);\n"
+                write += f"            t = t + TO_ACC({self.params[1]}[ob]);\n"
         write += "            y[off] = FROM_ACC(t);\n"
-        phases = [("reduce", "mean", "CAST(ACC, 0.0f)", add, "v", "        mean = mean / CAST(ACC, K);\n"),
-                  ("reduce", "var", "CAST(ACC, 0.0f)", add, "(v - mean) * (v - mean)",
-                   "        ACC inv = CAST(ACC, 1.0f) / dl_sqrt(var / CAST(ACC, K) + CAST(ACC, eps));\n"),
-                  ("write", write)]
-        launch = _row_launch(f"{self.name}_{elem}_i{extra}_r{rank}", elem, R, K, buffers, scalars, args,
-                             "        int base = r * K;\n", "base + k", phases, info)
+        spread = "(v - mean) * (v - mean)"
+        if self.center:
+            phases = [("reduce", "mean", "CAST(ACC, 0.0f)", add, "v", "        mean = mean / CAST(ACC, K);\n")]
+        else:
+            phases = []
+            spread = "v * v"
+        finish = "        ACC inv = CAST(ACC, 1.0f) / dl_sqrt(var / CAST(ACC, K) + CAST(ACC, eps));\n"
+        if not self.center:
+            finish += "        ACC mean = CAST(ACC, 0.0f);\n"
+        if stats:
+            finish += (f"        if (ROW_LEAD) {{\n            mean_out[r] = CAST({u}, mean);\n"
+                       f"            inv_out[r] = CAST({u}, inv);\n        }}\n")
+        phases += [("reduce", "var", "CAST(ACC, 0.0f)", add, spread, finish), ("write", write)]
+        tag = f"{self.name}_{elem}_i{extra}_r{rank}" + (f"_s{u}" if stats else "")
+        launch = row_launch(tag, elem, R, K, buffers, scalars, args, "        int base = r * K;\n", "base + k",
+                            phases, info)
         return Plan([launch])
 
 
 @register
-class BatchNormalization(_WholeTensorOp):
+class RMSNormalization(LayerNormalization):
+    """rms_normalization(x[, scale], axis=-1, epsilon=1e-5): ONNX RMSNormalization, x / sqrt(mean(x²) + epsilon)
+    * scale over axes [axis, rank); scale broadcasts to x's shape."""
+
+    name = "rms_normalization"
+    max_inputs = 2
+    center = False
+    params = ("scale",)
+
+
+def _row_param(p: np.ndarray, shape: tuple[int, ...], axis: int) -> np.ndarray | None:
+    """A scale or bias broadcast to ``shape`` as one (1, K) row shared by every row of axes [axis, rank), or None
+    when it differs between rows."""
+    full = (1,) * (len(shape) - p.ndim) + p.shape
+    if any(d != 1 for d in full[:axis]):
+        return None
+    return np.ascontiguousarray(np.broadcast_to(p.reshape(full[axis:]), shape[axis:])).reshape(1, -1)
+
+
+# -- over groups of channels: group_normalization ------------------------------------------------------------------
+@register
+class GroupNormalization(FloatKernelOp):
+    """group_normalization(x, scale, bias, num_groups, epsilon=1e-5): x (N, C, ...) normalized over each group
+    of C / num_groups channels (with their spatial elements), then y * scale[c] + bias[c] per channel (scale and
+    bias of shape (C,)); num_groups = C is instance normalization."""
+
+    name = "group_normalization"
+    min_inputs = 3
+    max_inputs = 3
+
+    def check(self, inputs, attrs):
+        known_attrs(self, attrs, ("num_groups", "epsilon"))
+        x = inputs[0]
+        float_tensor(self, x)
+        check_dtype_same(self, inputs, ("x", "scale", "bias"))
+        if len(x.shape) < 2:
+            raise self.error(f"needs an input of rank 2 or more (N, C, ...), got {x.shape}")
+        C = x.shape[1]
+        for t, what in zip(inputs[1:], ("scale", "bias")):
+            if t.shape != (C,):
+                raise self.error(f"{what} must have shape ({C},) to match x's channels, got {t.shape}")
+        if "num_groups" not in attrs:
+            raise self.error("needs the attribute 'num_groups'")
+        groups = int_attr(self, attrs, "num_groups")
+        if groups < 1 or C % groups:
+            raise self.error(f"num_groups must be >= 1 and divide the {C} channels, got {groups}")
+        eps = float_attr(self, attrs, "epsilon", 1e-5)
+        if eps < 0:
+            raise self.error(f"epsilon must be >= 0, got {eps}")
+        return {"num_groups": groups, "epsilon": eps}
+
+    def infer(self, inputs, attrs):
+        return [inputs[0]]
+
+    def reference(self, inputs, attrs):
+        x, scale, bias = (widen(a) for a in inputs)
+        N, C, G = x.shape[0], x.shape[1], attrs["num_groups"]
+        g = x.reshape(N, G, C // G * int(np.prod(x.shape[2:], dtype=np.int64)))
+        shape = (1, C) + (1,) * (x.ndim - 2)
+        with np.errstate(all="ignore"):
+            if g.size:
+                mean = np.mean(g, axis=2, keepdims=True)
+                d = g - mean
+                var = np.mean(d * d, axis=2, keepdims=True)
+                g = d / np.sqrt(var + x.dtype.type(attrs["epsilon"]))
+            y = g.reshape(x.shape) * scale.reshape(shape) + bias.reshape(shape)
+        return [y.astype(inputs[0].dtype)]
+
+    def plan(self, inputs, outputs, attrs, info):
+        x = inputs[0]
+        elem = dialect_type(x.dtype)
+        N, C, G = x.shape[0], x.shape[1], attrs["num_groups"]
+        S = int(np.prod(x.shape[2:], dtype=np.int64))
+        K = C // G * S
+        write = ("            int c = g * CG + k / S;\n"
+                 "            ACC t = (v - mean) * inv * TO_ACC(scale[c]) + TO_ACC(bias[c]);\n"
+                 "            y[off] = FROM_ACC(t);\n")
+        phases = [("reduce", "mean", "CAST(ACC, 0.0f)", add, "v", "        mean = mean / CAST(ACC, K);\n"),
+                  ("reduce", "var", "CAST(ACC, 0.0f)", add, "(v - mean) * (v - mean)",
+                   "        ACC inv = CAST(ACC, 1.0f) / dl_sqrt(var / CAST(ACC, K) + CAST(ACC, eps));\n"),
+                  ("write", write)]
+        launch = row_launch(
+            f"{self.name}_{elem}", elem, N * G, K,
+            (Param("x", "T", "in"), Param("scale", "T", "in"), Param("bias", "T", "in"), Param("y", "T", "out")),
+            (Param("G", "int", "scalar"), Param("CG", "int", "scalar"), Param("S", "int", "scalar"),
+             Param("eps", acc_type(elem), "scalar")),
+            (("in", 0), ("in", 1), ("in", 2), ("out", 0), G, C // G, S, attrs["epsilon"]),
+            "        int base = r * K;\n        int g = r % G;\n", "base + k", phases, info)
+        return Plan([launch])
+
+
+# -- elementwise: batch_normalization, lrn ------------------------------------------------------------------------
+@register
+class BatchNormalization(FloatKernelOp):
     """batch_normalization(x, scale, bias, mean, var, epsilon=1e-5): inference form, channels on axis 1.
 
     y = (x - mean[c]) / sqrt(var[c] + epsilon) * scale[c] + bias[c]; the four parameters have shape (C,).
@@ -260,7 +431,7 @@ class BatchNormalization(_WholeTensorOp):
     def check(self, inputs, attrs):
         known_attrs(self, attrs, ("epsilon", "momentum", "training_mode", "activation"))
         x = inputs[0]
-        float_input(self, x)
+        float_tensor(self, x)
         check_dtype_same(self, inputs, ("x", "scale", "bias", "mean", "var"))
         if len(x.shape) < 2:
             raise self.error(f"needs an input of rank 2 or more (N, C, ...), got {x.shape}")
@@ -282,7 +453,7 @@ class BatchNormalization(_WholeTensorOp):
 
     def reference(self, inputs, attrs):
         x = inputs[0]
-        ct = np.float32 if x.dtype == np.float16 else x.dtype.type  # float16 computes in float32, as the kernels
+        ct = compute_dtype(x.dtype).type  # 16-bit floats compute in float32, as the kernels
         scale, bias, mean, var = (p.astype(ct, copy=False) for p in inputs[1:])
         shape = (1, -1) + (1,) * (len(x.shape) - 2)
         with np.errstate(all="ignore"):  # per channel y = x * a + b: the affine map folded first
@@ -295,7 +466,7 @@ class BatchNormalization(_WholeTensorOp):
 
     def reference_into(self, inputs, outputs, attrs):
         x, y = inputs[0], outputs[0]
-        if x.dtype == np.float16 or not x.size:
+        if x.dtype.itemsize == 2 or not x.size:
             return super().reference_into(inputs, outputs, attrs)
         ct = x.dtype.type
         scale, bias, mean, var = inputs[1:]
@@ -330,7 +501,7 @@ class BatchNormalization(_WholeTensorOp):
                           (Param("x", "T", "in"), Param("scale", "T", "in"), Param("bias", "T", "in"),
                            Param("mean", "T", "in"), Param("var", "T", "in"), Param("y", "T", "out"),
                            Param("n", "int", "scalar"), Param("C", "int", "scalar"),
-                           Param("inner", "int", "scalar"), Param("eps", "float", "scalar")),
+                           Param("inner", "int", "scalar"), Param("eps", acc_type(elem), "scalar")),
                           body, elem=elem)
         n = x.size
         local = local_1d(info)
@@ -339,18 +510,19 @@ class BatchNormalization(_WholeTensorOp):
 
 
 @register
-class Lrn(_WholeTensorOp):
+class Lrn(FloatKernelOp):
     """lrn(x, size, alpha=1e-4, beta=0.75, bias=1.0): ONNX LRN across channels (axis 1).
 
     y = x / (bias + alpha / size * sum of x^2 over channels [c - floor((size-1)/2), c + ceil((size-1)/2)]) ** beta
     """
 
     name = "lrn"
+    math = "dl_pow("
 
     def check(self, inputs, attrs):
         known_attrs(self, attrs, ("size", "alpha", "beta", "bias"))
         x = inputs[0]
-        float_input(self, x)
+        float_tensor(self, x)
         if len(x.shape) < 2:
             raise self.error(f"needs an input of rank 2 or more (N, C, ...), got {x.shape}")
         if "size" not in attrs:
@@ -369,7 +541,7 @@ class Lrn(_WholeTensorOp):
         return (size - 1) // 2, size // 2  # floor((size-1)/2), ceil((size-1)/2)
 
     def reference(self, inputs, attrs):
-        x = inputs[0]
+        x = widen(inputs[0])
         lo, hi = self._window(attrs["size"])
         C = x.shape[1]
         sq = np.zeros((x.shape[0], C + lo + hi) + x.shape[2:], x.dtype)
@@ -383,11 +555,11 @@ class Lrn(_WholeTensorOp):
             ss += t(attrs["bias"])
             np.power(ss, t(attrs["beta"]), out=ss)
             y = x / ss
-        return [np.asarray(y, dtype=x.dtype)]
+        return [np.asarray(y).astype(inputs[0].dtype)]
 
     def reference_into(self, inputs, outputs, attrs):
         x, y = inputs[0], outputs[0]
-        if x.dtype == np.float16 or not x.size:
+        if x.dtype.itemsize == 2 or not x.size:
             return super().reference_into(inputs, outputs, attrs)
         lo, hi = self._window(attrs["size"])
         C, t, beta = x.shape[1], x.dtype.type, attrs["beta"]
@@ -428,8 +600,8 @@ class Lrn(_WholeTensorOp):
         spec = KernelSpec(f"lrn_{elem}",
                           (Param("x", "T", "in"), Param("y", "T", "out"), Param("n", "int", "scalar"),
                            Param("C", "int", "scalar"), Param("inner", "int", "scalar"), Param("lo", "int", "scalar"),
-                           Param("hi", "int", "scalar"), Param("alpha", "float", "scalar"),
-                           Param("beta", "float", "scalar"), Param("bias", "float", "scalar")),
+                           Param("hi", "int", "scalar"), Param("alpha", acc_type(elem), "scalar"),
+                           Param("beta", acc_type(elem), "scalar"), Param("bias", acc_type(elem), "scalar")),
                           body, elem=elem)
         n = x.size
         local = local_1d(info)

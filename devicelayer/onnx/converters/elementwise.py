@@ -1,4 +1,4 @@
-"""Unary elementwise ONNX ops, Identity and Dropout, Cast and CastLike, Clip."""
+"""Unary elementwise ONNX ops, Identity, Cast and CastLike, Clip."""
 
 from __future__ import annotations
 
@@ -50,17 +50,9 @@ def _gelu(ctx, attrs):
     return [ctx.op("gelu_tanh" if approx == "tanh" else "gelu", [ctx.raw(0)])]
 
 
-@converter("Identity", "Dropout")
+@converter("Identity")
 def _identity(ctx, attrs):
-    x = ctx.raw(0)
-    if ctx.node.op_type == "Dropout":  # inference: the identity (old opsets' is_test changes nothing here)
-        if ctx.has(2):
-            t = ctx.need_const(2, "Dropout training_mode")
-            if bool(np.asarray(t).reshape(-1)[0]):
-                raise UnsupportedOp("Dropout in training mode (inference only)")
-        mask = np.ones(x.shape, dtype=bool)
-        return [x, mask]
-    return [x]
+    return [ctx.raw(0)]
 
 
 @converter("Cast")

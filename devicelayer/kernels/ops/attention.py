@@ -1,0 +1,412 @@
+"""attention: scaled dot-product attention over (batch, heads, sequence, head size) tensors, ONNX Attention's
+core (the converter reshapes 3-D inputs into heads and concatenates the key/value cache).
+
+Two plans.  A fused kernel, for decoding (few query rows) where the head sizes fit its shared memory: a
+work-group per query row streams over the keys in chunks of its size, each item scoring one key, with the running
+maximum and the output accumulated as in online softmax (no score matrix in memory).  Otherwise a composition:
+the score matrix by the GEMM kernels, a row kernel for softcap, bias and softmax, and the GEMM kernels again for
+the weighted values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ...info import DeviceInfo
+from ..dialect import KernelSpec, Param, dialect_type
+from ..op import Launch, Plan, TensorType, float_attr, groups_for, local_1d, register
+from .matmul import gemm_steps
+from .reduce import acc_type, add, bool_attr, fmax, group_local, group_reduce, int_attr, known_attrs
+from .rows import FloatKernelOp, float_tensor, widen
+
+#: largest head size (of queries/keys and of values) the fused kernel holds in shared memory
+FUSED_HEAD_MAX = 256
+#: work items of the fused kernel's groups (keys scored at once)
+FUSED_GROUP = 64
+#: query rows up to which the fused kernel runs (decoding); longer query blocks run the GEMM composition, faster
+#: there (the fused kernel reads the keys and values once per query row), unless its score matrix would exceed
+#: ``COMPOSED_SCORES_MAX`` bytes
+FUSED_QUERIES = 16
+COMPOSED_SCORES_MAX = 1 << 28
+#: qk_matmul_output_mode values: the scaled QK product, after softcap, after the bias, the probabilities
+QK_MODES = (0, 1, 2, 3)
+
+
+def _mask_layout(mask: TensorType, B: int, H: int, Sq: int) -> tuple[int, int, int]:
+    """Element strides (batch, head, query) of a mask broadcast to (B, H, Sq, its last dimension)."""
+    full = (1,) * (4 - len(mask.shape)) + tuple(mask.shape)
+    strides, step = [], full[3]
+    for d in (2, 1, 0):
+        strides.append(0 if full[d] == 1 else step)
+        step *= full[d]
+    sq, sh, sb = strides
+    return sb, sh, sq
+
+
+@register
+class Attention(FloatKernelOp):
+    """attention(q, k, v[, mask][, nonpad_kv_seqlen], scale=1/sqrt(Dk), is_causal=False, softcap=0, offset=0,
+    left_window_size=-1, right_window_size=-1, qk_matmul_output_mode=-1): softmax(q·kᵀ·scale + bias)·v.
+
+    q is (B, Hq, Sq, Dk), k (B, Hk, Skv, Dk), v (B, Hk, Skv, Dv); Hk divides Hq and query head h reads key head
+    h // (Hq / Hk).  softcap > 0 maps scores s to softcap·tanh(s / softcap) before the bias.  The bias adds:
+    the mask (bool: false is -inf; float: added), broadcast to (B, Hq, Sq, L) with L <= Skv and the keys past L
+    masked; with ``is_causal`` -inf where key j > i + offset; the window: -inf where i + offset - j exceeds
+    ``left_window_size`` or j - i - offset exceeds ``right_window_size`` (each when >= 0); with
+    ``nonpad_kv_seqlen`` (B,) integers: -inf for keys j >= nonpad[b], and offset = nonpad[b] - Sq.  A query
+    row whose bias is -inf everywhere gives zeros.  With ``qk_matmul_output_mode`` 0-3 a second output
+    (B, Hq, Sq, Skv) holds the scaled product, the softcapped one, that plus the bias, or the probabilities.
+    """
+
+    name = "attention"
+    min_inputs = 3
+    max_inputs = 5
+    math = "dl_exp( dl_tanh("
+
+    def check(self, inputs, attrs):
+        known_attrs(self, attrs, ("scale", "is_causal", "softcap", "offset", "left_window_size",
+                                  "right_window_size", "qk_matmul_output_mode"))
+        q, k, v = inputs[:3]
+        for t, what in zip((q, k, v), ("q", "k", "v")):
+            float_tensor(self, t, what)
+            if len(t.shape) != 4:
+                raise self.error(f"{what} must be 4-D (batch, heads, sequence, head size), got {t.shape}")
+            if t.dtype != q.dtype:
+                raise self.error(f"q, k and v must share one dtype, got {q.dtype} and {t.dtype}")
+        B, Hq, Sq, Dk = q.shape
+        if k.shape[0] != B or v.shape[0] != B:
+            raise self.error(f"q, k and v must have one batch size, got {q.shape}, {k.shape}, {v.shape}")
+        Hk, Skv = k.shape[1], k.shape[2]
+        if k.shape[3] != Dk:
+            raise self.error(f"k's head size {k.shape[3]} differs from q's {Dk}")
+        if v.shape[1] != Hk or v.shape[2] != Skv:
+            raise self.error(f"v {v.shape} must have k's heads and sequence length ({Hk}, {Skv})")
+        if Hk < 1 or Hq % Hk:
+            raise self.error(f"the {Hk} key/value heads must divide the {Hq} query heads")
+        mask, nonpad = self._extras(inputs)
+        if mask is not None:
+            if mask.dtype != q.dtype and mask.dtype != np.bool_:
+                raise self.error(f"the mask must be bool or q's dtype {q.dtype}, got {mask.dtype}")
+            if not 1 <= len(mask.shape) <= 4:
+                raise self.error(f"the mask must have rank 1 to 4, got {mask.shape}")
+            full = (1,) * (4 - len(mask.shape)) + tuple(mask.shape)
+            if any(m not in (1, n) for m, n in zip(full[:3], (B, Hq, Sq))) or full[3] > Skv:
+                raise self.error(f"the mask {mask.shape} does not broadcast to ({B}, {Hq}, {Sq}, <= {Skv})")
+        if nonpad is not None and nonpad.shape != (B,):
+            raise self.error(f"nonpad_kv_seqlen must have shape ({B},), got {nonpad.shape}")
+        scale = float_attr(self, attrs, "scale", 1.0 / np.sqrt(Dk) if Dk else 1.0)
+        softcap = float_attr(self, attrs, "softcap", 0.0)
+        if softcap < 0:
+            raise self.error(f"softcap must be >= 0, got {softcap}")
+        left = int_attr(self, attrs, "left_window_size", -1)
+        right = int_attr(self, attrs, "right_window_size", -1)
+        if left < -1 or right < -1:
+            raise self.error(f"window sizes must be -1 (unbounded) or >= 0, got {left} and {right}")
+        offset = int_attr(self, attrs, "offset", 0)
+        if offset < 0:
+            raise self.error(f"offset must be >= 0, got {offset}")
+        mode = int_attr(self, attrs, "qk_matmul_output_mode", -1)
+        if mode not in (-1, *QK_MODES):
+            raise self.error(f"qk_matmul_output_mode must be -1 (no output) or one of {QK_MODES}, got {mode}")
+        return {"scale": scale, "is_causal": bool_attr(self, attrs, "is_causal", False), "softcap": softcap,
+                "offset": offset, "left_window_size": left, "right_window_size": right,
+                "qk_matmul_output_mode": mode}
+
+    def _extras(self, inputs: Sequence[Any]) -> tuple[Any, Any]:
+        """(mask, nonpad_kv_seqlen) among inputs 3 and 4 (None where absent): integers are the lengths."""
+        mask = nonpad = None
+        for t in inputs[3:]:
+            kind = t.dtype.kind
+            if kind in "iu":
+                if nonpad is not None:
+                    raise self.error("takes one nonpad_kv_seqlen input")
+                nonpad = t
+            elif mask is None and nonpad is None:
+                mask = t
+            else:
+                raise self.error("takes the mask before nonpad_kv_seqlen, each at most once")
+        return mask, nonpad
+
+    def infer(self, inputs, attrs):
+        q, k, v = inputs[:3]
+        B, Hq, Sq, _ = q.shape
+        outs = [TensorType((B, Hq, Sq, v.shape[3]), q.dtype)]
+        if attrs["qk_matmul_output_mode"] >= 0:
+            outs.append(TensorType((B, Hq, Sq, k.shape[2]), q.dtype))
+        return outs
+
+    # -- reference ------------------------------------------------------------------------------------------------
+    def _bias(self, inputs, attrs, dtype: np.dtype) -> np.ndarray:
+        """The additive bias, broadcastable to (B, Hq, Sq, Skv)."""
+        q, k = inputs[0], inputs[1]
+        B, _, Sq, _ = q.shape
+        Skv = k.shape[2]
+        mask, nonpad = self._extras(inputs)
+        ninf = dtype.type(-np.inf)
+        bias = np.zeros((1, 1, Sq, Skv), dtype)
+        if mask is not None:
+            m = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
+            pad = Skv - m.shape[3]
+            if m.dtype == np.bool_:
+                m = np.where(m, dtype.type(0), ninf)
+            m = np.concatenate([m.astype(dtype), np.full(m.shape[:3] + (pad,), ninf, dtype)], axis=3)
+            bias = bias + m
+        i = np.arange(Sq).reshape(1, 1, Sq, 1)
+        j = np.arange(Skv).reshape(1, 1, 1, Skv)
+        off = (nonpad.astype(np.int64).reshape(B, 1, 1, 1) - Sq) if nonpad is not None else attrs["offset"]
+        blocked = np.zeros((1, 1, 1, 1), bool)
+        if attrs["is_causal"]:
+            blocked = blocked | (j > i + off)
+        if attrs["left_window_size"] >= 0:
+            blocked = blocked | (i + off - j > attrs["left_window_size"])
+        if attrs["right_window_size"] >= 0:
+            blocked = blocked | (j - i - off > attrs["right_window_size"])
+        if nonpad is not None:
+            blocked = blocked | (j >= nonpad.astype(np.int64).reshape(B, 1, 1, 1))
+        return np.where(blocked, ninf, bias)
+
+    def reference(self, inputs, attrs):
+        q, k, v = (widen(a) for a in inputs[:3])
+        dtype = q.dtype
+        B, Hq, Sq, Dk = q.shape
+        Hk, Skv, Dv = k.shape[1], k.shape[2], v.shape[3]
+        G = Hq // Hk
+        with np.errstate(all="ignore"):
+            # query head h = hk·G + g reads key head hk: the G heads of a key head as more query rows
+            s = np.matmul(q.reshape(B, Hk, G * Sq, Dk), np.swapaxes(k, 2, 3)).reshape(B, Hq, Sq, Skv)
+            s = s * dtype.type(attrs["scale"])
+            raw = s
+            if attrs["softcap"] > 0:
+                cap = dtype.type(attrs["softcap"])
+                s = cap * np.tanh(s / cap)
+            bias = self._bias(inputs, attrs, dtype)
+            t = s + bias
+            guard = np.all(bias == -np.inf, axis=3, keepdims=True)
+            top = np.max(t, axis=3, keepdims=True) if Skv else np.zeros(t.shape[:3] + (1,), dtype)
+            e = np.exp(t - np.where(top == -np.inf, dtype.type(0), top))
+            total = np.sum(e, axis=3, keepdims=True)
+            p = np.where(guard, dtype.type(0), e / np.where(total == 0, dtype.type(1), total))
+            y = np.matmul(p.reshape(B, Hk, G * Sq, Skv), v).reshape(B, Hq, Sq, Dv)
+        outs = [y.astype(inputs[0].dtype)]
+        mode = attrs["qk_matmul_output_mode"]
+        if mode >= 0:
+            outs.append((raw, s, np.broadcast_to(t, raw.shape), p)[mode].astype(inputs[0].dtype))
+        return outs
+
+    # -- kernels --------------------------------------------------------------------------------------------------
+    def _fits(self, inputs: Sequence[TensorType], info: DeviceInfo) -> bool:
+        """Whether the fused kernel takes these head sizes on the device (shared memory, group size)."""
+        q, v = inputs[0], inputs[2]
+        acc = 8 if q.dtype == np.float64 else 4
+        need = acc * (2 * FUSED_HEAD_MAX + 2 * FUSED_GROUP)
+        return (max(q.shape[3], v.shape[3]) <= FUSED_HEAD_MAX and info.local_memory >= need
+                and group_local(info, FUSED_GROUP) >= 8)
+
+    def plan(self, inputs, outputs, attrs, info):
+        q, k = inputs[0], inputs[1]
+        scores = q.shape[0] * q.shape[1] * q.shape[2] * k.shape[2] * q.dtype.itemsize
+        if self._fits(inputs, info) and (q.shape[2] <= FUSED_QUERIES or scores > COMPOSED_SCORES_MAX):
+            return self._fused(inputs, attrs, info)
+        return self._composed(inputs, attrs, info)
+
+    def _shape_scalars(self, inputs, attrs) -> tuple[list[Param], list[Any]]:
+        """The scalars both kernels take, and their values."""
+        q, k, v = inputs[:3]
+        B, Hq, Sq, Dk = q.shape
+        Hk, Skv, Dv = k.shape[1], k.shape[2], v.shape[3]
+        mask, _ = self._extras(inputs)
+        Lm = mask.shape[-1] if mask is not None else Skv
+        sb, sh, sq = _mask_layout(mask, B, Hq, Sq) if mask is not None else (0, 0, 0)
+        acc = acc_type(dialect_type(q.dtype))
+        names = ("R", "Hq", "Sq", "Skv", "Dk", "Dv", "G", "Hk", "offset", "left", "right", "Lm", "msb", "msh", "msq")
+        values = [B * Hq * Sq, Hq, Sq, Skv, Dk, Dv, Hq // Hk, Hk, attrs["offset"], attrs["left_window_size"],
+                  attrs["right_window_size"], Lm, sb, sh, sq]
+        params = [Param(n, "int", "scalar") for n in names]
+        params += [Param("scale", acc, "scalar"), Param("softcap", acc, "scalar")]
+        return params, values + [attrs["scale"], attrs["softcap"]]
+
+    def _buffers(self, inputs, attrs, fused: bool) -> tuple[list[Param], list[Any], str]:
+        """Input buffers (q, k and v for the fused kernel, the score matrix ``sc`` for the composed one; the mask,
+        nonpad), their args, and a variant tag."""
+        mask, nonpad = self._extras(inputs)
+        params = [Param(n, "T", "in") for n in ("q", "k", "v")] if fused else [Param("sc", "T", "inout")]
+        args: list[Any] = [("in", 0), ("in", 1), ("in", 2)] if fused else [("tmp", 0)]
+        tag = ""
+        if mask is not None:
+            kind = "uchar" if mask.dtype == np.bool_ else "T"
+            params.append(Param("mask", kind, "in"))
+            args.append(("in", 3))
+            tag += "_mb" if kind == "uchar" else "_mf"
+        if nonpad is not None:
+            nt = dialect_type(nonpad.dtype)
+            params.append(Param("nonpad", nt, "in"))
+            args.append(("in", len(inputs) - 1))
+            tag += f"_n{nt}"
+        if attrs["is_causal"]:
+            tag += "_c"
+        if attrs["left_window_size"] >= 0 or attrs["right_window_size"] >= 0:
+            tag += "_w"
+        if attrs["softcap"] > 0:
+            tag += "_s"
+        mode = attrs["qk_matmul_output_mode"]
+        if mode >= 0:
+            tag += f"_qk{mode}"
+        return params, args, tag
+
+    def _bias_code(self, inputs, attrs, indent: str) -> str:
+        """Dialect statements setting ACC ``bias`` for query i, key j of head h, batch b (``off`` defined)."""
+        mask, nonpad = self._extras(inputs)
+        ninf = "CAST(ACC, -DL_INF)"
+        lines = ["ACC bias = CAST(ACC, 0.0f);"]
+        if mask is not None:
+            at = "mask[b * msb + h * msh + i * msq + j]"
+            if mask.dtype == np.bool_:
+                lines.append(f"if (j >= Lm || {at} == CAST(uchar, 0)) bias = {ninf};")
+            else:
+                lines.append(f"bias = j < Lm ? TO_ACC({at}) : {ninf};")
+        blocked = []
+        if attrs["is_causal"]:
+            blocked.append("j > i + off")
+        if attrs["left_window_size"] >= 0:
+            blocked.append("i + off - j > left")
+        if attrs["right_window_size"] >= 0:
+            blocked.append("j - i - off > right")
+        if nonpad is not None:
+            blocked.append("j >= CAST(int, nonpad[b])")
+        if blocked:
+            lines.append(f"if ({' || '.join(f'({c})' for c in blocked)}) bias = {ninf};")
+        return "".join(f"{indent}{line}\n" for line in lines)
+
+    def _offset_code(self, inputs) -> str:
+        _, nonpad = self._extras(inputs)
+        return "CAST(int, nonpad[b]) - Sq" if nonpad is not None else "offset"
+
+    def _score_code(self, inputs, attrs, indent: str, dot: str) -> str:
+        """Statements making ACC ``t`` (score plus bias) from the product ``dot`` (an ACC expression), writing the
+        qk output of modes 0-2 at ``qo``."""
+        mode = attrs["qk_matmul_output_mode"]
+        code = [f"ACC s = ({dot}) * scale;"]
+        if mode == 0:
+            code.append("qk[qo] = FROM_ACC(s);")
+        if attrs["softcap"] > 0:
+            code.append("s = softcap * dl_tanh(s / softcap);")
+        if mode == 1:
+            code.append("qk[qo] = FROM_ACC(s);")
+        body = "".join(f"{indent}{c}\n" for c in code) + self._bias_code(inputs, attrs, indent)
+        body += f"{indent}ACC t = s + bias;\n"
+        if mode == 2:
+            body += f"{indent}qk[qo] = FROM_ACC(t);\n"
+        return body
+
+    def _fused(self, inputs, attrs, info) -> Plan:
+        q = inputs[0]
+        elem = dialect_type(q.dtype)
+        local = group_local(info, FUSED_GROUP)
+        mode = attrs["qk_matmul_output_mode"]
+        buffers, args, tag = self._buffers(inputs, attrs, fused=True)
+        buffers.append(Param("y", "T", "out"))
+        args.append(("out", 0))
+        if mode >= 0:
+            buffers.append(Param("qk", "T", "out"))
+            args.append(("out", 1))
+        scalars, values = self._shape_scalars(inputs, attrs)
+        score = ("                ACC dot = CAST(ACC, 0.0f);\n"
+                 "                for (int d = 0; d < Dk; d++) dot = dot + qs[d] * TO_ACC(k[(kvb + j) * Dk + d]);\n"
+                 "                int qo = row * Skv + j;\n"
+                 + self._score_code(inputs, attrs, "                ", "dot"))
+        ninf = "CAST(ACC, -DL_INF)"
+        zero = "CAST(ACC, 0.0f)"
+        body = [
+            "    for (int row = GROUP(0); row < R; row += NGROUPS(0)) {\n",
+            "        int i = row % Sq;\n        int h = (row / Sq) % Hq;\n        int b = row / (Sq * Hq);\n",
+            "        int kvb = (b * Hk + h / G) * Skv;\n",
+            f"        int off = {self._offset_code(inputs)};\n",
+            "        for (int d = LID(0); d < Dk; d += LSIZE(0)) qs[d] = TO_ACC(q[row * Dk + d]);\n",
+            f"        for (int d = LID(0); d < Dv; d += LSIZE(0)) accs[d] = {zero};\n",
+            "        BARRIER();\n",
+            f"        ACC m = {ninf};\n        ACC l = {zero};\n        ACC seen = {zero};\n",
+            "        for (int j0 = 0; j0 < Skv; j0 += LSIZE(0)) {\n",
+            "            int j = j0 + LID(0);\n",
+            f"            ACC tj = {ninf};\n",
+            "            if (j < Skv) {\n", score,
+            f"                if (bias > {ninf}) seen = CAST(ACC, 1.0f);\n",
+            "                tj = t;\n            }\n",
+            # the chunk's maximum: every item reads the chunk's scores (two barriers a chunk, no tree)
+            "            red[LID(0)] = tj;\n            BARRIER();\n",
+            "            int n = Skv - j0 < LSIZE(0) ? Skv - j0 : LSIZE(0);\n",
+            f"            ACC cm = {ninf};\n",
+            "            for (int jj = 0; jj < n; jj++) cm = dl_max(cm, red[jj]);\n",
+            "            ACC mn = dl_max(m, cm);\n",
+            f"            ACC base = mn == {ninf} ? {zero} : mn;\n",
+            f"            ACC corr = m == {ninf} ? {zero} : dl_exp(m - base);\n",
+            f"            ACC p = j < Skv ? dl_exp(tj - base) : {zero};\n",
+            "            l = l * corr + p;\n",
+            "            ps[LID(0)] = p;\n            BARRIER();\n",
+            # (ps is rewritten after the next chunk's first barrier, red after this one: no third barrier)
+            "            for (int d = LID(0); d < Dv; d += LSIZE(0)) {\n",
+            "                ACC a = accs[d] * corr;\n",
+            "                for (int jj = 0; jj < n; jj++) a = a + ps[jj] * TO_ACC(v[(kvb + j0 + jj) * Dv + d]);\n",
+            "                accs[d] = a;\n            }\n",
+            "            m = mn;\n        }\n",
+            group_reduce("l", add), group_reduce("seen", fmax),
+            f"        ACC inv = (seen == {zero} || l == {zero}) ? {zero} : CAST(ACC, 1.0f) / l;\n",
+            "        for (int d = LID(0); d < Dv; d += LSIZE(0)) y[row * Dv + d] = FROM_ACC(accs[d] * inv);\n",
+        ]
+        if mode == 3:  # the probabilities: each key scored again (the scores are not kept)
+            body += [f"        ACC base = m == {ninf} ? {zero} : m;\n",
+                     "        for (int j = LID(0); j < Skv; j += LSIZE(0)) {\n",
+                     score.replace("                ", "            "),
+                     "            qk[qo] = FROM_ACC(dl_exp(t - base) * inv);\n        }\n"]
+        body.append("        BARRIER();\n    }")
+        acc = acc_type(elem)
+        shared = ((acc, "qs", FUSED_HEAD_MAX), (acc, "accs", FUSED_HEAD_MAX), (acc, "ps", local), (acc, "red", local))
+        spec = KernelSpec(f"attention_fused_{elem}{tag}_g{local}", (*buffers, *scalars), "".join(body), elem=elem,
+                          shared=shared, local_size=(local,))
+        R = values[0]
+        gsize = groups_for(R * local, local, info)
+        return Plan([Launch(spec, (*args, *values), gsize, (local,))])
+
+    def _composed(self, inputs, attrs, info) -> Plan:
+        q, k, v = inputs[:3]
+        elem = dialect_type(q.dtype)
+        B, Hq, Sq, Dk = q.shape
+        Hk, Skv, Dv = k.shape[1], k.shape[2], v.shape[3]
+        G = Hq // Hk
+        mode = attrs["qk_matmul_output_mode"]
+        # scores (B, Hk, G, Sq, Skv) = q · kᵀ, the G query heads of a key head reading it with stride 0
+        qk_batch = [(B, Hq * Sq * Dk, Hk * Skv * Dk), (Hk, G * Sq * Dk, Skv * Dk), (G, Sq * Dk, 0)]
+        steps: list[Any] = gemm_steps(info, elem, Sq, Skv, Dk, Dk, 1, 1, Dk, qk_batch, y_arg=("tmp", 0))
+        buffers, args, tag = self._buffers(inputs, attrs, fused=False)
+        if mode >= 0:
+            buffers.append(Param("qk", "T", "out"))
+            args.append(("out", 1))
+        scalars, values = self._shape_scalars(inputs, attrs)
+        ninf = "CAST(ACC, -DL_INF)"
+        zero = "CAST(ACC, 0.0f)"
+        score = "            int qo = row * Skv + j;\n" + self._score_code(inputs, attrs, "            ",
+                                                                         "TO_ACC(sc[qo])")
+        body = ("    FOR_EACH(row, R) {\n"
+                "        int i = row % Sq;\n        int h = (row / Sq) % Hq;\n        int b = row / (Sq * Hq);\n"
+                f"        int off = {self._offset_code(inputs)};\n"
+                f"        ACC m = {ninf};\n        int seen = 0;\n"
+                "        for (int j = 0; j < Skv; j++) {\n" + score
+                + f"            if (bias > {ninf}) seen = 1;\n            m = dl_max(m, t);\n        }}\n"
+                f"        ACC base = m == {ninf} ? {zero} : m;\n        ACC l = {zero};\n"
+                "        for (int j = 0; j < Skv; j++) {\n"
+                + score
+                + "            ACC p = dl_exp(t - base);\n            l = l + p;\n"
+                "            sc[qo] = FROM_ACC(p);\n        }\n"
+                f"        ACC inv = (seen == 0 || l == {zero}) ? {zero} : CAST(ACC, 1.0f) / l;\n"
+                "        for (int j = 0; j < Skv; j++) {\n            int qo = row * Skv + j;\n"
+                "            ACC p = TO_ACC(sc[qo]) * inv;\n            sc[qo] = FROM_ACC(p);\n"
+                + ("            qk[qo] = FROM_ACC(p);\n" if mode == 3 else "") + "        }\n    }")
+        spec = KernelSpec(f"attention_softmax_{elem}{tag}", (*buffers, *scalars), body, elem=elem)
+        local = local_1d(info)
+        steps.append(Launch(spec, (*args, *values), groups_for(values[0], local, info), (local,)))
+        # y (B, Hk, G, Sq, Dv) = probabilities · v
+        pv_batch = [(B, Hq * Sq * Skv, Hk * Skv * Dv), (Hk, G * Sq * Skv, Skv * Dv), (G, Sq * Skv, 0)]
+        steps += gemm_steps(info, elem, Sq, Dv, Skv, Skv, 1, Dv, 1, pv_batch, a_arg=("tmp", 0), b_arg=("in", 2))
+        return Plan(steps, [TensorType((B, Hq, Sq, Skv), q.dtype)])

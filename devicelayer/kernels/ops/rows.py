@@ -1,0 +1,128 @@
+"""What the normalization, attention and loss ops share: floating-point inputs (bfloat16 computed in float32),
+a base for float kernels that refuses what a device language cannot do, and the row kernel.
+
+A row kernel runs a short program over every row (the elements one output statistic runs over, ``K`` of them,
+``R`` rows): one work item per row for short rows, one work-group per row (partials combined in shared memory)
+for long ones, the two shapes of the reductions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ...info import DeviceInfo
+from ..dialect import KernelSpec, Param, dialect_type
+from ..op import Launch, Op, TensorType, groups_for, local_1d
+from ..render import lacks
+from .binary import INT_MAX
+from .reduce import GROUP_THRESHOLD, acc_type, group_local, group_reduce
+
+#: element dtypes the float kernels of these families take
+FLOAT_KERNELS = frozenset({"float16", "float32", "float64"})
+
+
+def is_float(dtype: np.dtype) -> bool:
+    """True for floating-point dtypes, bfloat16 (a storage dtype NumPy knows through ml_dtypes) included."""
+    return dtype.kind == "f" or dtype.name == "bfloat16"
+
+
+def float_tensor(op: Op, t: TensorType, what: str = "input") -> None:
+    """Refuse a tensor that is not floating point, naming the op."""
+    if not is_float(t.dtype):
+        raise op.error(f"needs a floating-point {what}, got {t.dtype}")
+
+
+def compute_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype a reference computes in: float32 for 16-bit floats (as the kernels do), else the dtype."""
+    return np.dtype(np.float32) if dtype.itemsize == 2 else np.dtype(dtype)
+
+
+def widen(x: np.ndarray) -> np.ndarray:
+    """``x`` in its compute dtype (no copy when it already is)."""
+    return x.astype(compute_dtype(x.dtype), copy=False)
+
+
+def too_big(op: Op, types: Sequence[TensorType]) -> str | None:
+    """Why int32 kernel indexing cannot address these tensors (None when it can)."""
+    for t in types:
+        if t.size > INT_MAX:
+            return f"{op.name}: tensors of {t.size} elements exceed the kernels' int32 indexing"
+    return None
+
+
+class FloatKernelOp(Op):
+    """An op whose kernels take float16, float32 and float64 elements; refused on a kernel device where a tensor
+    is too big for int32 indexing or where the language lacks a float64 form of a function the kernels call."""
+
+    kernel_dtypes = FLOAT_KERNELS
+    #: dialect math the kernels call (``"dl_exp( dl_log("``), checked with ``render.lacks``
+    math: str = ""
+
+    def unsupported(self, inputs: Sequence[TensorType], attrs: dict[str, Any], info: DeviceInfo) -> str | None:
+        why = super().unsupported(inputs, attrs, info)
+        if why is None and info.kernel_language != "python":
+            why = too_big(self, [*inputs, *self.infer(inputs, attrs)])
+            if why is None and self.math:
+                missing = lacks(self.math, info.kernel_language, dialect_type(inputs[0].dtype))
+                why = f"{self.name}: {missing}" if missing else None
+        return why
+
+
+# -- the row kernel ----------------------------------------------------------------------------------------------
+# A row program is a list of phases: ("reduce", var, init, combine, expr, after) computes ACC ``var`` as the
+# combination of ``expr`` over the row (``v`` is the element as ACC, ``k`` its index in the row), then runs the
+# statements ``after``; ("write", stmt) runs ``stmt`` for every element of the row.  ``off`` is the element's
+# index in x and y.  In ``after``, ``ROW_LEAD`` is true in exactly one work item of the row (for writing
+# per-row results).
+Phase = tuple
+
+
+def row_launch(name: str, elem: str, R: int, K: int, buffers: Sequence[Param], scalars: Sequence[Param],
+               args: Sequence[Any], header: str, off: str, phases: Sequence[Phase], info: DeviceInfo) -> Launch:
+    """One launch running ``phases`` over ``R`` rows of ``K`` elements (x is the first buffer, read as ``v``);
+    ``header`` (statements) runs first in each row ``r``; ``args`` are the buffers' then the scalars'."""
+    grouped = K >= GROUP_THRESHOLD
+    if grouped:
+        local = group_local(info)
+        start, step, lead = "LID(0)", "LSIZE(0)", "(LID(0) == 0)"
+        head = "    for (int r = GROUP(0); r < R; r += NGROUPS(0)) {\n"
+    else:
+        local = local_1d(info)
+        start, step, lead = "0", "1", "(K >= 0)"
+        head = "    FOR_EACH(r, R) {\n"
+    body = [head, header]
+    loop = f"        for (int k = {start}; k < K; k += {step}) {{\n            int off = {off};\n"
+    for phase in phases:
+        if phase[0] == "reduce":
+            _, var, init, combine, expr, after = phase
+            body.append(f"        ACC {var} = {init};\n")
+            body.append(loop + f"            ACC v = TO_ACC(x[off]);\n            {var} = {combine(var, expr)};\n"
+                        "        }\n")
+            if grouped:
+                body.append(group_reduce(var, combine))
+            body.append(after.replace("ROW_LEAD", lead))
+        else:
+            body.append(loop + "            ACC v = TO_ACC(x[off]);\n" + phase[1] + "        }\n")
+    body.append("    }")
+    params = (*buffers, Param("R", "int", "scalar"), Param("K", "int", "scalar"), *scalars)
+    shared = ((acc_type(elem), "red", local),) if grouped else ()
+    variant = f"g{local}" if grouped else "l"
+    spec = KernelSpec(f"{name}_{variant}", params, "".join(body), elem=elem, shared=shared, local_size=(local,))
+    gsize = groups_for(R * local, local, info) if grouped else groups_for(R, local, info)
+    return Launch(spec, (*args[:len(buffers)], R, K, *args[len(buffers):]), gsize, (local,))
+
+
+def axis_rows(shape: Sequence[int], axis: int) -> tuple[int, int, int]:
+    """(rows R, row length K, stride ``inner`` of the row's elements) of rows along ``axis``."""
+    K = int(shape[axis])
+    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    R = int(np.prod(shape, dtype=np.int64)) // K if K else 0
+    return R, K, inner
+
+
+#: header and element offset of a row along an axis whose elements lie ``inner`` apart (``axis_rows``)
+AXIS_ROW_HEADER = "        int base = (r / inner) * K * inner + r % inner;\n"
+AXIS_ROW_OFF = "base + k * inner"
