@@ -1,14 +1,15 @@
-"""The Reduce* ops."""
+"""The Reduce* ops: axes as an attribute (older opsets) or as input 1 (ReduceSum from opset 13, the others
+from 18), keepdims, noop_with_empty_axes."""
 
 from __future__ import annotations
 
-import numpy as np
+from .base import converter, ints
 
-from .base import cast, converter, ints
-
-
+#: ONNX op -> (library op, first opset taking the axes as an input)
 _REDUCE = {"ReduceSum": ("sum", 13), "ReduceMean": ("mean", 18), "ReduceMax": ("reduce_max", 18),
-           "ReduceMin": ("reduce_min", 18)}
+           "ReduceMin": ("reduce_min", 18), "ReduceProd": ("reduce_prod", 18), "ReduceL1": ("reduce_l1", 18),
+           "ReduceL2": ("reduce_l2", 18), "ReduceSumSquare": ("reduce_sum_square", 18),
+           "ReduceLogSum": ("reduce_log_sum", 18), "ReduceLogSumExp": ("reduce_log_sum_exp", 18)}
 
 
 @converter(*_REDUCE)
@@ -20,12 +21,9 @@ def _reduce(ctx, attrs):
         axes = None if axes is None else ints(axes)
     else:
         axes = attrs.get("axes")
+        axes = None if axes is None else ints(axes)
     if not axes:
         if attrs.get("noop_with_empty_axes", 0):
             return [x]
         axes = None
-    keep = bool(attrs.get("keepdims", 1))
-    if x.dtype.kind != "f":  # the reductions are float kernels: go through float32 and back
-        y = ctx.op(op, [cast(ctx, x, np.float32, "to_float")], "float", axes=axes, keepdims=keep)
-        return [cast(ctx, y, x.dtype, "")]
-    return [ctx.op(op, [x], axes=axes, keepdims=keep)]
+    return [ctx.op(op, [x], axes=axes, keepdims=bool(attrs.get("keepdims", 1)))]
