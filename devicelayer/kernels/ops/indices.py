@@ -33,6 +33,11 @@ def out_of_range(op: Op, dim: int, where: str) -> str:
     return f"{op.name}: index {{value}} is out of range [{-dim}, {dim}) of {where}"
 
 
+def bad_value(message: str, value: Any) -> InvalidArgument:
+    """The InvalidArgument of a ``Flag`` message (``{value}`` in it) for the bad ``value``."""
+    return InvalidArgument(message.format(value=int(value)))
+
+
 def normalized(op: Op, idx: np.ndarray, dim: int, where: str) -> np.ndarray:
     """``idx`` as int64 with negative entries counted from the end of ``where`` (size ``dim``); InvalidArgument
     naming the op and the first bad index otherwise."""
@@ -41,7 +46,7 @@ def normalized(op: Op, idx: np.ndarray, dim: int, where: str) -> np.ndarray:
         return idx
     bad = (idx < -dim) | (idx >= dim)
     if bad.any():
-        raise InvalidArgument(out_of_range(op, dim, where).format(value=int(idx[bad].flat[0])))
+        raise bad_value(out_of_range(op, dim, where), idx[bad].flat[0])
     return np.where(idx < 0, idx + dim, idx)
 
 
