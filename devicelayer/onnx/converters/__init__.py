@@ -3,5 +3,6 @@ registers every converter in ``CONVERTERS`` and every load-time evaluator in ``F
 
 from .base import CONVERTERS, FOLDERS, converter  # noqa: F401
 from . import binary, elementwise, generators, linalg, movement, normalization, reduce, resize  # noqa: F401,E402
+from . import generate, indexing, select  # noqa: F401,E402
 
 __all__ = ["CONVERTERS", "FOLDERS", "converter"]

@@ -11,6 +11,9 @@ _REDUCE = {"ReduceSum": ("sum", 13), "ReduceMean": ("mean", 18), "ReduceMax": ("
            "ReduceL2": ("reduce_l2", 18), "ReduceSumSquare": ("reduce_sum_square", 18),
            "ReduceLogSum": ("reduce_log_sum", 18), "ReduceLogSumExp": ("reduce_log_sum_exp", 18)}
 
+#: reductions whose value over one element is that element
+_ELEMENT_IS_RESULT = {"sum", "mean", "reduce_max", "reduce_min", "reduce_prod"}
+
 
 @converter(*_REDUCE)
 def _reduce(ctx, attrs):
@@ -23,7 +26,10 @@ def _reduce(ctx, attrs):
         axes = attrs.get("axes")
         axes = None if axes is None else ints(axes)
     if not axes:
-        if attrs.get("noop_with_empty_axes", 0):
-            return [x]
+        if attrs.get("noop_with_empty_axes", 0):  # each element on its own: |x| for ReduceL1, x² for ...
+            return [x] if op in _ELEMENT_IS_RESULT else [ctx.op(op, [x], axes=())]
         axes = None
+    reduced = range(len(x.shape)) if axes is None else axes
+    if op == "mean" and any(x.shape[a] == 0 for a in reduced if -len(x.shape) <= a < len(x.shape)):
+        op = "sum"  # onnxruntime's mean of nothing is 0 (NumPy's, which the library op follows, is NaN)
     return [ctx.op(op, [x], axes=axes, keepdims=bool(attrs.get("keepdims", 1)))]
