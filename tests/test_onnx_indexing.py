@@ -4,10 +4,12 @@ node suite) on every device, and their misuse."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import warnings
 
 import numpy as np
 import pytest
+import onnx
 from onnx import helper, numpy_helper
 
 import devicelayer as dl
@@ -233,3 +235,165 @@ def test_model_matches_onnxruntime(case, device):
             np.testing.assert_allclose(g, w, rtol=case.tol, atol=case.tol, err_msg=f"{case.name} {name}")
         else:
             np.testing.assert_array_equal(g, w, err_msg=f"{case.name} {name}")
+
+
+# -- converters the loader reaches only for run-time parameters, driven here with constant ones ---------------------
+UNFOLDED_PATTERN = r"^test_(range|constantofshape|nonzero|unique|eyelike)_(?!.*(expanded|bfloat16))"
+
+
+def _unfolded_cases():
+    from devicelayer.onnx.conformance import node_cases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return node_cases(UNFOLDED_PATTERN)
+
+
+def run_converter(onnx_node, values, opset, device_id):
+    """The outputs of ``onnx_node``'s converter given constant inputs ``values`` (which the loader would fold
+    instead), run as a graph on ``device_id``."""
+    from devicelayer.graph.ir import Graph
+    from devicelayer.onnx.converters import CONVERTERS
+    from devicelayer.onnx.loader import Context, attributes
+
+    g = Graph("unfolded")
+    ctx = Context(g, opset, {"": opset})
+    ctx.env = dict(zip(onnx_node.input, values))
+    ctx.node, ctx.node_name = onnx_node, onnx_node.name or onnx_node.op_type
+    outs = CONVERTERS[onnx_node.op_type](ctx, attributes(onnx_node))
+    for name, out in zip(onnx_node.output, outs):
+        g.output(name, ctx.as_value(out))
+    plan = g.compile([device_id])
+    try:
+        got = plan()
+    finally:
+        plan.release()
+    return [got[name] for name in onnx_node.output]
+
+
+@pytest.mark.parametrize("case", _unfolded_cases(), ids=lambda c: c.name)
+def test_converter_of_folded_op_matches_node_suite(case, device):
+    from onnx.backend.test.runner import Runner
+
+    (onnx_node,) = case.model.graph.node
+    opset = next(i.version for i in case.model.opset_import if i.domain in ("", "ai.onnx"))
+    for inputs, refs in case.data_sets:
+        try:
+            got = run_converter(onnx_node, [np.asarray(x) for x in inputs], opset, device.id)
+        except dl.GraphError as exc:
+            if "runs on none of the devices" in str(exc) and device.id != "host":
+                pytest.skip(str(exc))
+            raise
+        Runner.assert_similar_outputs([np.asarray(r) for r in refs], got, case.rtol, case.atol)
+
+
+def test_unique_and_nonzero_on_the_host_match_numpy_conventions():
+    from devicelayer.onnx.converters.indexing import nonzero, unique
+
+    x = np.array([[1, 0, 3], [0, 2, 1]])
+    assert nonzero(x).tolist() == [[0, 0, 1, 1], [0, 2, 1, 2]]
+    assert nonzero(np.array(5)).shape == (0, 1) and nonzero(np.zeros((2, 0))).shape == (2, 0)
+    y, first, inverse, counts = unique(np.array([2, 1, 1, 3, 4, 3]), None, False)
+    assert y.tolist() == [2, 1, 3, 4] and first.tolist() == [0, 1, 3, 4]
+    assert inverse.tolist() == [0, 1, 1, 2, 3, 2] and counts.tolist() == [1, 2, 2, 1]
+
+
+# -- misuse ---------------------------------------------------------------------------------------------------------
+def _bad(index_dtype):
+    """(op, inputs, attrs, message) cases whose indices are out of range."""
+    it = np.dtype(index_dtype).type
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    return [
+        ("gather", [x, np.array([1, 3], it)], {"axis": 0}, "index 3 is out of range [-3, 3) of axis 0"),
+        ("gather", [x, np.array([-5, 0], it)], {"axis": 1}, "index -5 is out of range [-4, 4) of axis 1"),
+        ("gather_elements", [x, np.array([[0, 4], [1, 1]], it)], {"axis": 1}, "index 4 is out of range"),
+        ("gather_nd", [x, np.array([[0, 1], [3, 0]], it)], {}, "index 3 is out of range of data dims (3, 4)"),
+        ("scatter_elements", [x, np.array([[0], [-4]], it), np.ones((2, 1), np.float32)], {"axis": 0},
+         "index -4 is out of range [-3, 3) of axis 0"),
+        ("scatter_elements", [x, np.array([[0, 9]], it), np.ones((1, 2), np.float32)],
+         {"axis": 1, "reduction": "add"}, "index 9"),
+        ("scatter_nd", [x, np.array([[1, 4]], it), np.ones(1, np.float32)], {}, "index 4"),
+        ("scatter_nd", [x, np.array([[7]], it), np.ones((1, 4), np.float32)], {"reduction": "max"}, "index 7"),
+        ("reverse_sequence", [x, np.array([2, 5, 0, 1], it)], {"batch_axis": 1, "time_axis": 0},
+         "sequence length 5 is out of range [0, 3]"),
+        ("tensor_scatter", [x, np.ones((3, 2), np.float32), np.array([0, 3, 1], it)], {"axis": 1},
+         "write position 4 is out of range [0, 4)"),
+    ]
+
+
+BAD = [(dt, *case) for dt in ("int64", "int32") for case in _bad(dt)]
+
+
+@pytest.mark.parametrize("index_dtype,name,arrays,attrs,match", BAD,
+                         ids=[f"{b[1]}-{b[0]}-{k}" for k, b in enumerate(BAD)])
+def test_bad_index_is_an_invalid_argument_on_every_device(device, index_dtype, name, arrays, attrs, match):
+    from devicelayer.kernels.runner import run
+    from devicelayer.tensors import tensor
+
+    ins = [tensor(a, device).reshape(a.shape) for a in arrays]
+    with pytest.raises(dl.InvalidArgument, match=f"^{name}: .*{re.escape(match)}"):
+        run(name, ins, **attrs)
+    good = [np.zeros_like(a) if a.dtype.kind in "iu" else a for a in arrays]
+    got = run(name, [tensor(a, device).reshape(a.shape) for a in good], **attrs)  # the device still works
+    from devicelayer.kernels.op import OPS, TensorType
+
+    op = OPS[name]
+    checked, _ = op.prepare([TensorType(a.shape, a.dtype) for a in good], dict(attrs))
+    for g, w in zip(got, op.reference(good, checked)):
+        np.testing.assert_array_equal(g.numpy(), w)
+
+
+def test_huge_int64_index_is_reported_whole(device):
+    from devicelayer.kernels.runner import run
+    from devicelayer.tensors import tensor
+
+    x = tensor(np.ones((4, 2), np.float32), device)
+    idx = tensor(np.array([1, 2**40 + 1], np.int64), device)  # as int32 it would be 1, a valid index
+    with pytest.raises(dl.InvalidArgument, match="gather: index 1099511627777 is out of range"):
+        run("gather", [x, idx])
+
+
+def test_bad_index_in_a_model_is_refused(device):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    m = make_model([node("GatherElements", ["x", "i"], axis=1)], {"x": x, "i": np.zeros((3, 2), np.int64)}, ["y"])
+    rep = backend_for(device.id).prepare(m)
+    if device.id != "host":
+        pytest.xfail("the graph executor reads a plan's Flags once devicelayer/graph/plan.py is wired to them")
+    with pytest.raises(dl.DeviceLayerError, match="gather_elements: index 5 is out of range"):
+        rep.run([x, np.array([[0, 5]] * 3, np.int64)])
+
+
+def _unchecked_model(nodes, inputs, inits=None, opset=18):
+    """A model without ONNX's shape inference (which would refuse some misuse before devicelayer sees it)."""
+    vi = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape) for n, a in inputs.items()]
+    graph = helper.make_graph(nodes, "misuse", vi, [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["n"])],
+                              [numpy_helper.from_array(a, n) for n, a in (inits or {}).items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+X34 = np.arange(12, dtype=np.float32).reshape(3, 4)
+CONVERTER_MISUSE = [
+    ("reduction", dl.GraphError, [node("ScatterElements", ["x", "i", "u"], reduction="avg")],
+     {"x": X34, "i": np.zeros((1, 4), np.int64), "u": np.ones((1, 4), np.float32)}, {}),
+    ("k .* must lie in", dl.GraphError, [node("TopK", ["x", "k"], ["y", "j"])], {"x": X34}, {"k": i64(9)}),
+    ("indices must be int32 or int64", dl.GraphError, [node("GatherND", ["x", "i"])],
+     {"x": X34, "i": np.zeros((2, 1), np.float32)}, {}),
+    ("batch_axis and time_axis", dl.GraphError, [node("ReverseSequence", ["x", "l"], batch_axis=1, time_axis=1)],
+     {"x": X34, "l": i64(1, 2, 3, 1)}, {}),
+    ("depth must be >= 1", dl.GraphError, [node("OneHot", ["i", "d", "v"])],
+     {"i": i64(0, 1), "v": np.array([0, 1], np.float32)}, {"d": i64(0)}),
+    ("reduce_l2 of int32", dl.UnsupportedOp, [node("ReduceL2", ["x"])], {"x": np.ones((2, 2), np.int32)}, {}),
+    ("axis 0 is the batch", dl.GraphError, [node("TensorScatter", ["x", "u"], axis=0)],
+     {"x": X34, "u": X34[:1].copy()}, {}),
+    ("empty", dl.GraphError, [node("ArgMax", ["x"], axis=1)], {"x": np.ones((2, 0), np.float32)}, {}),
+]
+
+
+@pytest.mark.parametrize("match,error,nodes,inputs,inits", CONVERTER_MISUSE,
+                         ids=[m[2][0].op_type + "-" + m[0] for m in CONVERTER_MISUSE])
+def test_converter_misuse_names_the_node(device, match, error, nodes, inputs, inits):
+    model = _unchecked_model(nodes, inputs, inits, opset=24 if nodes[0].op_type == "TensorScatter" else 18)
+    with pytest.raises(error, match=f"{nodes[0].name}.*{match}"):
+        backend_for(device.id).prepare(model).run(list(inputs.values()))
+    good = make_model([node("ArgMax", ["x"], axis=1)], {"x": X34}, ["y"])  # the device still works
+    assert backend_for(device.id).prepare(good).run([X34])[0].tolist() == [[3], [3], [3]]
