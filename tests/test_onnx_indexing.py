@@ -8,8 +8,8 @@ import re
 import warnings
 
 import numpy as np
-import pytest
 import onnx
+import pytest
 from onnx import helper, numpy_helper
 
 import devicelayer as dl

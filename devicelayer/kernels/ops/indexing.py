@@ -208,7 +208,7 @@ class ScatterElements(_Indexing):
         return [out]
 
     def plan(self, inputs, outputs, attrs, info):
-        data, idx, upd = inputs
+        data, idx = inputs[:2]
         axis, reduction = attrs["axis"], attrs["reduction"]
         plan = Plan(_copy_data(data.dtype, data.size, info, self.name))
         if idx.size == 0:
@@ -470,8 +470,8 @@ class TensorScatter(_Indexing):
         flag, ft = add_flag(plan, np.dtype(np.int64) if it == "i64" else np.dtype(np.int32), self._message(length),
                             info)
         start = "wi[p / per_batch]" if given else f"CAST({it}, 0)"
-        wrap = ("        w = w < CAST({it}, 0) ? CAST({it}, maxlen - 1) - ((-w - CAST({it}, 1)) % CAST({it}, maxlen))"
-                " : w % CAST({it}, maxlen);\n").format(it=it) if attrs["mode"] == "circular" else ""
+        wrap = (f"        w = w < CAST({it}, 0) ? CAST({it}, maxlen - 1) - ((-w - CAST({it}, 1)) % CAST({it}, maxlen))"
+                f" : w % CAST({it}, maxlen);\n") if attrs["mode"] == "circular" else ""
         ct = copy_type(past.dtype)
         body = ("    FOR_EACH(e, n) {\n        int r = e % inner; int t = e / inner;\n"
                 "        int s = t % seq; int p = t / seq;\n"

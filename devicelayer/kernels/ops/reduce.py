@@ -298,7 +298,10 @@ class Reduce(Op):
         rn_names = [f"rn{d}" for d in range(len(rn))]
         rs_names = [f"rs{d}" for d in range(len(rn))]
         grouped = K >= GROUP_THRESHOLD
-        comb = lambda a, b: self.combine(a, b, dtype)  # noqa: E731
+
+        def comb(a: str, b: str) -> str:
+            return self.combine(a, b, dtype)
+
         if grouped:
             local = group_local(info)
             head = ("    for (int o = GROUP(0); o < M; o += NGROUPS(0)) {\n        int base = 0;\n"

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from ..dialect import KernelSpec, Param, dialect_type
-from ..op import Launch, Op, Plan, TensorType, groups_for, local_1d, register
+from ..op import Launch, Op, Plan, groups_for, local_1d, register
 from .binary import INT_MAX
 from .reduce import (FLOAT_DTYPES, GROUP_THRESHOLD, INT_DTYPES, bool_attr, compute_defines, compute_dtype,
                      compute_type, group_local, int_attr, known_attrs, literal, norm_axis)
