@@ -287,6 +287,21 @@ def test_converter_of_folded_op_matches_node_suite(case, device):
         Runner.assert_similar_outputs([np.asarray(r) for r in refs], got, case.rtol, case.atol)
 
 
+def test_compress_on_the_host_matches_node_suite():
+    """What Compress computes on the host when its condition is a run-time value."""
+    from devicelayer.onnx.conformance import node_cases
+    from devicelayer.onnx.converters.indexing import compress
+
+    for case in node_cases(r"^test_compress_(?!bfloat16)"):
+        (n,) = case.model.graph.node
+        axis = next((a.i for a in n.attribute if a.name == "axis"), None)
+        for (x, condition), (want,) in case.data_sets:
+            axis_ = None if axis is None else axis % np.asarray(x).ndim
+            np.testing.assert_array_equal(compress(np.asarray(x), np.asarray(condition), axis_), want)
+    with pytest.raises(dl.InvalidArgument, match="Compress: the condition keeps position 3"):
+        compress(np.ones((2, 3)), np.array([0, 1, 0, 1], bool), 1)
+
+
 def test_unique_and_nonzero_on_the_host_match_numpy_conventions():
     from devicelayer.onnx.converters.indexing import nonzero, unique
 

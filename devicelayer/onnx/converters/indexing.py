@@ -68,9 +68,21 @@ def _center_crop_pad(ctx, attrs):
 
 
 # -- output shapes that depend on data: computed on the host --------------------------------------------------------
-def compress_indices(condition: np.ndarray) -> np.ndarray:
-    """The positions Compress keeps: where ``condition`` (1-D) is true, as int64."""
-    return np.nonzero(np.asarray(condition).reshape(-1))[0].astype(np.int64)
+def compress_indices(condition: np.ndarray, dim: int) -> np.ndarray:
+    """The positions Compress keeps along an axis of ``dim``: where ``condition`` (1-D, maybe shorter) is true;
+    InvalidArgument when it keeps a position beyond the axis."""
+    keep = np.nonzero(np.asarray(condition).reshape(-1))[0].astype(np.int64)
+    if keep.size and keep[-1] >= dim:
+        raise InvalidArgument(f"Compress: the condition keeps position {int(keep[-1])}, beyond the axis of "
+                              f"size {dim}")
+    return keep
+
+
+def compress(x: np.ndarray, condition: np.ndarray, axis: int | None) -> np.ndarray:
+    """ONNX Compress: the slices of ``x`` along ``axis`` (None: of the flattened x) where ``condition`` is true."""
+    if axis is None:
+        x, axis = np.asarray(x).reshape(-1), 0
+    return np.take(x, compress_indices(condition, x.shape[axis]), axis=axis)
 
 
 def nonzero(x: np.ndarray) -> np.ndarray:
@@ -99,18 +111,17 @@ def unique(x: np.ndarray, axis: int | None, sorted_: bool) -> list[np.ndarray]:
 
 @converter("Compress")
 def _compress(ctx, attrs):
-    x = ctx.raw(0)
+    x, condition = ctx.raw(0), ctx.raw(1)
     axis = attrs.get("axis")
-    if axis is None:
+    if axis is not None:
+        axis = int(axis) + len(x.shape) if int(axis) < 0 else int(axis)
+        if not 0 <= axis < len(x.shape):
+            raise InvalidArgument(f"Compress: axis {attrs['axis']} is out of range for a rank-{len(x.shape)} input")
+    if not isinstance(condition, np.ndarray):  # the output shape depends on the condition's values
+        return ctx.on_host(lambda arrays: [compress(arrays[0], arrays[1], axis)], [x, condition], "Compress")
+    if axis is None:  # a constant condition: a gather on the device at the positions it keeps
         x, axis = reshape(ctx, x, (int(np.prod(x.shape)),), "flat"), 0
-    axis = int(axis) + len(x.shape) if int(axis) < 0 else int(axis)
-    if not 0 <= axis < len(x.shape):
-        raise InvalidArgument(f"Compress: axis {attrs['axis']} is out of range for a rank-{len(x.shape)} input")
-    keep, = ctx.on_host(lambda arrays: [compress_indices(arrays[0])], [ctx.raw(1)], "Compress (the condition)")
-    if keep.size and keep[-1] >= x.shape[axis]:
-        raise InvalidArgument(f"Compress: the condition keeps position {int(keep[-1])}, beyond axis {axis} "
-                              f"of size {x.shape[axis]}")
-    return [ctx.op("gather", [x, keep], axis=axis)]
+    return [ctx.op("gather", [x, compress_indices(condition, x.shape[axis])], axis=axis)]
 
 
 @converter("NonZero")
