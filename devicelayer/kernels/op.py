@@ -13,7 +13,7 @@ import numpy as np
 from .. import cpus
 from ..errors import InvalidArgument, UnsupportedOp
 from ..info import DeviceInfo
-from .dialect import KernelSpec
+from .dialect import KernelSpec, Param
 
 
 @dataclass(frozen=True)
@@ -50,12 +50,38 @@ class Alias:
     input: int
 
 
+@dataclass(frozen=True)
+class Flag:
+    """A check the plan's kernels make on input values (an index in range): ``Plan.temps[temp]`` is a 1-D integer
+    tensor of ``FLAG_SIZE`` elements that the plan's first step zeroes; a kernel that meets a bad value ``v``
+    writes 1 into element 0 and ``v`` into element 1 (of several bad values, any one).  Once the plan's steps have
+    completed, whoever ran them reads the tensor and raises ``flag_error`` when element 0 is non-zero; the outputs
+    are then not to be used."""
+
+    temp: int
+    #: the InvalidArgument message (naming the op); ``{value}`` stands for the bad value the kernel wrote
+    message: str
+
+
+#: elements of a Flag's scratch tensor: (raised, value)
+FLAG_SIZE = 2
+
+
+def flag_error(flag: Flag, contents: np.ndarray) -> InvalidArgument | None:
+    """The InvalidArgument a Flag's scratch tensor (read back after the plan ran) reports; None when clear."""
+    contents = np.asarray(contents).reshape(-1)
+    if not contents.size or not contents[0]:
+        return None
+    return InvalidArgument(flag.message.format(value=int(contents[1]) if contents.size > 1 else "?"))
+
+
 @dataclass
 class Plan:
-    """How an op runs on a device: steps in order, scratch tensors they use."""
+    """How an op runs on a device: steps in order, scratch tensors they use, checks they flag (``Flag``)."""
 
     steps: list[Launch | Alias]
     temps: list[TensorType] = field(default_factory=list)
+    flags: list[Flag] = field(default_factory=list)
 
 
 class Op:
@@ -68,6 +94,9 @@ class Op:
     max_inputs: int = 1
     #: output 0 is input 0 with another shape: an Alias step on every device (no copy, no kernel)
     alias: bool = False
+    #: the op checks values of its inputs (indices in range): its NumPy implementation raises InvalidArgument and
+    #: its device plans carry ``Flag``s, so a caller waits for the op before trusting its outputs
+    checks_values: bool = False
     #: each output element is a function of the input elements at its own index alone (inputs of the output's
     #: shape, or broadcast from one element): any element order works, so a plan may run it on tensors held
     #: in a device-private layout (``graph/layout.py``)
@@ -165,6 +194,27 @@ def get(name: str) -> Op:
         return OPS[name]
     except KeyError:
         raise UnsupportedOp(f"no op named {name!r}") from None
+
+
+def add_flag(plan: Plan, dtype: Any, message: str, info: DeviceInfo) -> tuple[tuple[str, int], str]:
+    """Give ``plan`` a Flag (a scratch tensor of integer ``dtype``, zeroed by a launch put first in its steps);
+    returns the launch argument that names the scratch tensor and its dialect type (what ``raise_flag`` takes)."""
+    dtype = np.dtype(dtype)
+    ft = {"int32": "int", "int64": "i64"}.get(dtype.name)
+    if ft is None:
+        raise ValueError(f"a flag holds int32 or int64, not {dtype}")
+    plan.temps.append(TensorType((FLAG_SIZE,), dtype))
+    temp = len(plan.temps) - 1
+    plan.flags.append(Flag(temp, message))
+    spec = KernelSpec(f"flag_clear_{ft}", (Param("flag", ft, "out"),),
+                      f"    if (GID(0) < {FLAG_SIZE}) flag[GID(0)] = CAST({ft}, 0);", elem=ft)
+    plan.steps.insert(0, Launch(spec, (("tmp", temp),), (local_1d(info, 64),), (local_1d(info, 64),)))
+    return ("tmp", temp), ft
+
+
+def raise_flag(value: str, ftype: str, buffer: str = "flag") -> str:
+    """Dialect statement setting Flag ``buffer`` (dialect type ``ftype``) for the bad value ``value``."""
+    return f"{{ {buffer}[0] = CAST({ftype}, 1); {buffer}[1] = CAST({ftype}, {value}); }}"
 
 
 def groups_for(n: int, local: int, info: DeviceInfo) -> tuple[int]:

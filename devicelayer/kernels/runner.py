@@ -12,12 +12,12 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..device import Device, Program
-from ..errors import InvalidArgument, UnsupportedOp
+from ..errors import EventError, InvalidArgument, UnsupportedOp
 from ..events import CompletedEvent, Event
 from ..memory import Buffer
 from ..recording import Recording
 from ..tensors import Tensor
-from .op import Alias, Launch, Op, Plan, TensorType, get
+from .op import FLAG_SIZE, Alias, Launch, Op, Plan, TensorType, flag_error, get
 from .render import render
 
 _lock = threading.Lock()
@@ -193,6 +193,28 @@ def record(recording: Recording, op: Op, plan: Plan, ins: Sequence[TensorType], 
             recording.call(w[1], (ins, outs, attrs, in_bufs, out_bufs), [*in_bufs, *out_bufs, *temp_bufs], label)
 
 
+def check_values(op: Op, device: Device, plan: Plan, temp_bufs: Sequence[Buffer], event: Event) -> None:
+    """For an op that ``checks_values``: wait for ``event`` (its last step) and raise the InvalidArgument it
+    reports, naming the op and the bad value: the one a host step raised, or the one a Flag of ``plan`` was set
+    for (its scratch tensor read back from ``temp_bufs``)."""
+    try:
+        event.wait()
+    except EventError as exc:
+        cause = exc.__cause__
+        while cause is not None and not isinstance(cause, InvalidArgument):
+            cause = cause.__cause__
+        if cause is not None:
+            raise InvalidArgument(str(cause)) from exc
+        raise
+    for flag in plan.flags:
+        t = plan.temps[flag.temp]
+        contents = np.zeros(FLAG_SIZE, t.dtype)
+        device.pool.download(temp_bufs[flag.temp].view(0, contents.nbytes), contents, wait=[event]).wait()
+        error = flag_error(flag, contents)
+        if error is not None:
+            raise error
+
+
 def run(name: str, inputs: Sequence[Tensor], out: Sequence[Tensor] | None = None, **attrs: Any) -> list[Tensor]:
     """Run op ``name`` on the device holding ``inputs``; returns output Tensors (``out`` to write given ones)."""
     op = get(name)
@@ -235,8 +257,17 @@ def run(name: str, inputs: Sequence[Tensor], out: Sequence[Tensor] | None = None
     temps = [device.pool.allocate(max(t.size * t.dtype.itemsize, t.dtype.itemsize), t.dtype) for t in plan.temps]
     event = execute(op, device, plan, ins, outs, attrs, [t.buffer for t in inputs],
                     [r.buffer for r in results], temps, [t.ready for t in inputs])
-    for tmp in temps:
-        device.pool.free(tmp, wait=[event])
+    try:
+        if op.checks_values or plan.flags:
+            check_values(op, device, plan, temps, event)
+    except (InvalidArgument, EventError):
+        for j, r in enumerate(results):
+            if out is None and j not in aliases:
+                device.pool.free(r.buffer, wait=[event])
+        raise
+    finally:
+        for tmp in temps:
+            device.pool.free(tmp, wait=[event])
     if out is not None:  # an Alias output given as out= gets the input's bytes copied in
         for j, i in aliases.items():
             nbytes = outs[j].size * outs[j].dtype.itemsize

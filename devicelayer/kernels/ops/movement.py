@@ -21,7 +21,8 @@ import numpy as np
 from ...errors import UnsupportedOp
 from ...info import DeviceInfo
 from ..dialect import TYPES, KernelSpec, Param, dialect_type
-from ..op import Alias, Launch, Op, Plan, TensorType, groups_for, local_1d, register
+from ..op import Alias, Launch, Op, Plan, TensorType, add_flag, groups_for, local_1d, register
+from .indices import checked_index, index_dtype, normalized, out_of_range
 
 MAX_RANK = 6  # dims a copy kernel walks after coalescing
 
@@ -650,13 +651,12 @@ def _gather_spec(ct: str, it: str) -> KernelSpec:
     body = ("    FOR_EACH(i, n) {\n"
             "        int r = i % inner; int t = i / inner;\n"
             "        int j = t % nidx; int o = t / nidx;\n"
-            "        int k = CAST(int, idx[j]);\n"
-            "        if (k < 0) k += dim;\n"
-            "        k = k < 0 ? 0 : (k >= dim ? dim - 1 : k);\n"
-            "        y[i] = x[(o * dim + k) * inner + r];\n    }")
+            + checked_index("k", "idx[j]", it, "dim", it)
+            + "        if (k_ok) y[i] = x[(o * dim + k) * inner + r];\n    }")
     return KernelSpec(f"gather_{ct}_{it}", (Param("x", ct, "in"), Param("idx", it, "in"), Param("y", ct, "out"),
-                                            Param("n", "int", "scalar"), Param("inner", "int", "scalar"),
-                                            Param("nidx", "int", "scalar"), Param("dim", "int", "scalar")),
+                                            Param("flag", it, "out"), Param("n", "int", "scalar"),
+                                            Param("inner", "int", "scalar"), Param("nidx", "int", "scalar"),
+                                            Param("dim", "int", "scalar")),
                       body, elem=ct)
 
 
@@ -664,19 +664,19 @@ def _gather_spec(ct: str, it: str) -> KernelSpec:
 class Gather(Movement):
     """gather(data, indices, axis=0): ONNX Gather (negative indices count from the end); embedding is axis 0.
 
-    Indices out of range raise on the host; device kernels clamp them (they cannot raise).
+    An index out of range is an InvalidArgument naming it, on every device (kernels flag it: ``Flag``).
     """
 
     name = "gather"
     min_inputs = max_inputs = 2
+    checks_values = True
 
     def check(self, inputs, attrs):
         refuse_unknown(self, attrs, ["axis"])
         data, idx = inputs
         if len(data.shape) == 0:
             raise self.error("data must have rank >= 1")
-        if idx.dtype.name not in ("int32", "int64"):
-            raise self.error(f"indices must be int32 or int64, got {idx.dtype}")
+        index_dtype(self, idx.dtype)
         return {"axis": norm_axis(self, int_attr(self, attrs, "axis", 0), len(data.shape))}
 
     def infer(self, inputs, attrs):
@@ -691,7 +691,7 @@ class Gather(Movement):
             return idx
         lo, hi = idx.min(), idx.max()
         if lo < -dim or hi >= dim:
-            raise self.error(f"indices must lie in [{-dim}, {dim}), got [{lo}, {hi}]")
+            return normalized(self, idx, dim, f"axis {axis}")  # raises, naming the first bad index
         return np.where(idx < 0, idx + dim, idx) if lo < 0 else idx
 
     def reference(self, inputs, attrs):
@@ -700,8 +700,9 @@ class Gather(Movement):
 
     def reference_into(self, inputs, outputs, attrs):
         data, idx = inputs
+        idx = self._indices(data, idx, attrs["axis"])
         if outputs[0].size:  # the indices are checked: "clip" writes straight into the output (no buffer)
-            np.take(data, self._indices(data, idx, attrs["axis"]), axis=attrs["axis"], out=outputs[0], mode="clip")
+            np.take(data, idx, axis=attrs["axis"], out=outputs[0], mode="clip")
 
     def plan(self, inputs, outputs, attrs, info):
         data, idx = inputs
@@ -710,10 +711,14 @@ class Gather(Movement):
         if n == 0:
             return Plan([])
         inner = int(np.prod(data.shape[a + 1:], dtype=np.int64))
-        ct, it = copy_type(data.dtype), dialect_type(idx.dtype)
+        ct, it = copy_type(data.dtype), index_dtype(self, idx.dtype)
         local = local_1d(info)
-        return Plan([Launch(_gather_spec(ct, it), (("in", 0), ("in", 1), ("out", 0), n, inner, max(idx.size, 1),
-                                                  data.shape[a]), groups_for(n, local, info), (local,))])
+        plan = Plan([])
+        flag, _ = add_flag(plan, idx.dtype, out_of_range(self, data.shape[a], f"axis {a}"), info)
+        plan.steps.append(Launch(_gather_spec(ct, it), (("in", 0), ("in", 1), ("out", 0), flag, n, inner,
+                                                        max(idx.size, 1), data.shape[a]),
+                                 groups_for(n, local, info), (local,)))
+        return plan
 
 
 # -- depth_to_space / space_to_depth ----------------------------------------------------------------

@@ -1,14 +1,18 @@
-"""The Reduce* ops."""
+"""The Reduce* ops: axes as an attribute (older opsets) or as input 1 (ReduceSum from opset 13, the others
+from 18), keepdims, noop_with_empty_axes."""
 
 from __future__ import annotations
 
-import numpy as np
+from .base import converter, ints
 
-from .base import cast, converter, ints
-
-
+#: ONNX op -> (library op, first opset taking the axes as an input)
 _REDUCE = {"ReduceSum": ("sum", 13), "ReduceMean": ("mean", 18), "ReduceMax": ("reduce_max", 18),
-           "ReduceMin": ("reduce_min", 18)}
+           "ReduceMin": ("reduce_min", 18), "ReduceProd": ("reduce_prod", 18), "ReduceL1": ("reduce_l1", 18),
+           "ReduceL2": ("reduce_l2", 18), "ReduceSumSquare": ("reduce_sum_square", 18),
+           "ReduceLogSum": ("reduce_log_sum", 18), "ReduceLogSumExp": ("reduce_log_sum_exp", 18)}
+
+#: reductions whose value over one element is that element
+_ELEMENT_IS_RESULT = {"sum", "mean", "reduce_max", "reduce_min", "reduce_prod"}
 
 
 @converter(*_REDUCE)
@@ -20,12 +24,12 @@ def _reduce(ctx, attrs):
         axes = None if axes is None else ints(axes)
     else:
         axes = attrs.get("axes")
+        axes = None if axes is None else ints(axes)
     if not axes:
-        if attrs.get("noop_with_empty_axes", 0):
-            return [x]
+        if attrs.get("noop_with_empty_axes", 0):  # each element on its own: |x| for ReduceL1, x² for ...
+            return [x] if op in _ELEMENT_IS_RESULT else [ctx.op(op, [x], axes=())]
         axes = None
-    keep = bool(attrs.get("keepdims", 1))
-    if x.dtype.kind != "f":  # the reductions are float kernels: go through float32 and back
-        y = ctx.op(op, [cast(ctx, x, np.float32, "to_float")], "float", axes=axes, keepdims=keep)
-        return [cast(ctx, y, x.dtype, "")]
-    return [ctx.op(op, [x], axes=axes, keepdims=keep)]
+    reduced = range(len(x.shape)) if axes is None else axes
+    if op == "mean" and any(x.shape[a] == 0 for a in reduced if -len(x.shape) <= a < len(x.shape)):
+        op = "sum"  # onnxruntime's mean of nothing is 0 (NumPy's, which the library op follows, is NaN)
+    return [ctx.op(op, [x], axes=axes, keepdims=bool(attrs.get("keepdims", 1)))]
