@@ -191,6 +191,13 @@ def _main(args: argparse.Namespace) -> int:
         graph = load(model)
     except DeviceLayerError as exc:
         raise UsageError(f"cannot load {path}: {type(exc).__name__}: {exc}") from None
+    from .graph.dynamic import check_inputs
+
+    for feeds in feed_sets:
+        try:
+            check_inputs(graph.inputs, feeds)
+        except DeviceLayerError as exc:
+            raise UsageError(str(exc)) from None
 
     if args.device == "all":
         targets = [(d.id, [d.id]) for d in devices()]

@@ -110,12 +110,12 @@ def test_bad_usage_exits_2(capsys, tmp_path):
 
 
 def test_unsupported_model_exits_2_naming_the_op(capsys, tmp_path):
-    m = make_model([helper.make_node("Hardmax", ["x"], ["y"], name="hm")],
-                   {"x": np.zeros((2, 3), np.float32)}, ["y"])
+    from misuse_cases.onnx_models import lacking_op_model
+
     path = tmp_path / "m.onnx"
-    onnx.save(m, str(path))
+    onnx.save(lacking_op_model("dec"), str(path))
     rc, _, err = run(capsys, str(path), "--device", "host")
-    assert rc == 2 and "Hardmax" in err and "hm" in err
+    assert rc == 2 and "ImageDecoder" in err and "dec" in err
 
 
 def test_add_parser_wires_into_a_parent_parser(capsys):

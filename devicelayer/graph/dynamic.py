@@ -351,29 +351,7 @@ class DynamicPlan:
         raise GraphError(f"{what}: expected a tensor, got {type(x).__name__}")
 
     def _check_inputs(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
-        """The feeds as arrays, Tensors, lists or None, checked against the model's inputs: names, dtypes, ranks,
-        fixed dimensions and symbolic dimensions that must agree."""
-        expected = {i.name: i for i in self.inputs}
-        unknown = sorted(set(inputs) - set(expected))
-        if unknown:
-            raise InvalidArgument(f"unknown input(s) {unknown}; the model takes {sorted(expected)}")
-        missing = sorted(n for n, spec in expected.items() if n not in inputs and spec.kind != "optional")
-        if missing:
-            raise InvalidArgument(f"missing input(s) {missing}")
-        values: dict[str, Any] = {}
-        sizes: dict[str, tuple[int, str]] = {}
-        for name, spec in expected.items():
-            x = inputs.get(name)
-            if spec.kind == "optional" and x is None:
-                values[name] = None
-                continue
-            if spec.kind == "sequence" or isinstance(x, (list, tuple)):
-                if not isinstance(x, (list, tuple)):
-                    raise InvalidArgument(f"input {name!r} is a sequence: give a list of arrays")
-                values[name] = [_as_input(e, spec, f"{name}[{i}]", None) for i, e in enumerate(x)]
-                continue
-            values[name] = _as_input(x, spec, name, sizes)
-        return values
+        return check_inputs(self.inputs, inputs)
 
     # -- reports -----------------------------------------------------------------------------------
     def cache_info(self) -> dict[str, Any]:
@@ -454,6 +432,32 @@ class DynamicPlan:
         """Free every cached specialisation and the shared constants."""
         self.root.release()
         self.last_segments = []
+
+
+def check_inputs(specs: Sequence[InputSpec], inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The feeds as arrays, Tensors, lists or None, checked against the model's inputs: names, dtypes, ranks,
+    fixed dimensions and symbolic dimensions that must agree."""
+    expected = {i.name: i for i in specs}
+    unknown = sorted(set(inputs) - set(expected))
+    if unknown:
+        raise InvalidArgument(f"unknown input(s) {unknown}; the model takes {sorted(expected)}")
+    missing = sorted(n for n, spec in expected.items() if n not in inputs and spec.kind != "optional")
+    if missing:
+        raise InvalidArgument(f"missing input(s) {missing}")
+    values: dict[str, Any] = {}
+    sizes: dict[str, tuple[int, str]] = {}
+    for name, spec in expected.items():
+        x = inputs.get(name)
+        if spec.kind == "optional" and x is None:
+            values[name] = None
+            continue
+        if spec.kind == "sequence" or isinstance(x, (list, tuple)):
+            if not isinstance(x, (list, tuple)):
+                raise InvalidArgument(f"input {name!r} is a sequence: give a list of arrays")
+            values[name] = [_as_input(e, spec, f"{name}[{i}]", None) for i, e in enumerate(x)]
+            continue
+        values[name] = _as_input(x, spec, name, sizes)
+    return values
 
 
 def _count(stage: Stage) -> int:

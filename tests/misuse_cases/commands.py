@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from .catalogue import UsageExit, cli, misuses
-from .onnx_models import relu_model
+from .onnx_models import lacking_op_model
 
 
 class _Files:
@@ -23,8 +23,8 @@ class _Files:
         np.save(self.vector, np.ones(2, np.float32))
         self.garbage = s.path("garbage.onnx")
         self.garbage.write_bytes(b"these bytes are no model")
-        self.hardmax = s.path("hardmax.onnx")
-        onnx.save(relu_model("Hardmax", "my_hardmax"), str(self.hardmax))
+        self.lacking = s.path("lacking.onnx")
+        onnx.save(lacking_op_model(), str(self.lacking))
         self.missing = s.path("missing")
 
     def run(self, *args: object) -> None:
@@ -41,13 +41,13 @@ misuses("cli", _Files, [
     ("cli-run-no-model", "devicelayer run without a model", E, "give a MODEL path or --bundled NAME",
      lambda s, f: f.run()),
     ("cli-run-model-and-bundled", "devicelayer run with a model and --bundled", E, "(one of them)",
-     lambda s, f: f.run(f.hardmax, "--bundled", "tiny_cnn")),
+     lambda s, f: f.run(f.lacking, "--bundled", "tiny_cnn")),
     ("cli-run-missing-model-file", "devicelayer run on a file that does not exist", E, "no ONNX model file",
      lambda s, f: f.run(f.missing / "model.onnx")),
     ("cli-run-not-a-model", "devicelayer run on a file that is not a model", E, "not an ONNX model",
      lambda s, f: f.run(f.garbage)),
     ("cli-run-unsupported-op", "devicelayer run on a model with an op devicelayer lacks", E,
-     "node 'my_hardmax' (Hardmax)", lambda s, f: f.run(f.hardmax)),
+     "node 'my_decoder' (ImageDecoder)", lambda s, f: f.run(f.lacking)),
     ("cli-run-unknown-bundled", "devicelayer run --bundled nosuch", E, "no bundled model 'nosuch'",
      lambda s, f: f.run("--bundled", "nosuch")),
     ("cli-run-input-unknown-name", "devicelayer run --input nope=FILE", E, "the model has no input 'nope'",
@@ -57,7 +57,7 @@ misuses("cli", _Files, [
     ("cli-run-input-text-array", "devicelayer run --input x=FILE holding strings", E, "does not convert",
      lambda s, f: f.tiny("--input", f"x={f.text}")),
     ("cli-run-input-wrong-rank", "devicelayer run --input x=FILE of rank 1 for a rank-4 input", E,
-     "has rank 1; the model declares rank 4", lambda s, f: f.tiny("--input", f"x={f.vector}")),
+     "input 'x' must have shape ('N', 3, 32, 32) (rank 4), got (2,)", lambda s, f: f.tiny("--input", f"x={f.vector}")),
     ("cli-run-save-outputs-missing-dir", "devicelayer run --save-outputs into a directory that does not exist",
      E, "does not exist", lambda s, f: f.tiny("--save-outputs", f.missing / "o.npz")),
     ("cli-run-trace-missing-dir", "devicelayer run --trace into a directory that does not exist", E,

@@ -22,6 +22,19 @@ def relu_model(op: str = "Relu", name: str = "the_node", **attrs) -> object:
     return make_model([helper.make_node(op, ["x"], ["y"], name=name, **attrs)], {"x": X}, ["y"])
 
 
+def lacking_op_model(name: str = "my_decoder") -> object:
+    """x (2, 3) float32 -> ImageDecoder (an op devicelayer does not run: it decodes image files) -> y."""
+    from onnx import TensorProto, checker, helper
+
+    node = helper.make_node("ImageDecoder", ["x"], ["y"], name=name)
+    graph = helper.make_graph([node], "lacking", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    model.ir_version = 9
+    checker.check_model(model)
+    return model
+
+
 def _with(model, edit) -> object:
     """``model`` after ``edit(model)`` (which changes it in place)."""
     edit(model)
@@ -76,8 +89,8 @@ misuses(A, _Onnx, [
      lambda s, o: o.load(s.path("missing.onnx"))),
     ("onnx-source-wrong-type", "load the number 12345", InvalidArgument, "expected a path, bytes or",
      lambda s, o: o.load(12345)),
-    ("onnx-unsupported-op", "load a model with a Hardmax node", UnsupportedOp, "node 'my_hardmax' (Hardmax)",
-     lambda s, o: o.load(relu_model("Hardmax", "my_hardmax"))),
+    ("onnx-unsupported-op", "load a model with an ImageDecoder node", UnsupportedOp, "node 'my_decoder' (ImageDecoder)",
+     lambda s, o: o.load(lacking_op_model())),
     ("onnx-opset-too-new", "load a model importing opset 1000", UnsupportedOp, "opset 1000",
      lambda s, o: o.load(_with(o.model, lambda m: setattr(m.opset_import[0], "version", 1000)))),
     ("onnx-custom-domain", "load a model with an op of domain com.acme", UnsupportedOp, "op domain 'com.acme'",
