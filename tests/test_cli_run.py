@@ -14,13 +14,11 @@ import devicelayer as dl
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from onnx import helper  # noqa: E402
 
 import devicelayer.onnx as dlo  # noqa: E402
 from devicelayer import cli_run  # noqa: E402
 from devicelayer.onnx import load  # noqa: E402
 from devicelayer.onnx.models import bundled_path  # noqa: E402
-from devicelayer.onnx.testing import make_model  # noqa: E402
 
 
 def run(capsys, *argv):
