@@ -13,6 +13,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 import devicelayer as dl
+import devicelayer.onnx as dlo
 from devicelayer.onnx.backend import backend_for
 from devicelayer.onnx.testing import make_model, onnxruntime_run
 
@@ -368,14 +369,18 @@ def test_huge_int64_index_is_reported_whole(device):
         run("gather", [x, idx])
 
 
-def test_bad_index_in_a_model_is_refused(device):
+@pytest.mark.parametrize("op,axis,index", [("GatherElements", 1, [[0, 5]] * 3), ("Gather", 0, [[1, -4]])])
+def test_bad_index_in_a_model_is_refused_alike_on_every_device(device, op, axis, index):
+    """Every device answers an index out of range with InvalidArgument naming the node and the index (kernels
+    flag it; nothing is clamped), and runs the model again afterwards."""
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
-    m = make_model([node("GatherElements", ["x", "i"], axis=1)], {"x": x, "i": np.zeros((3, 2), np.int64)}, ["y"])
-    rep = backend_for(device.id).prepare(m)
-    if device.id != "host":
-        pytest.xfail("the graph executor reads a plan's Flags once devicelayer/graph/plan.py is wired to them")
-    with pytest.raises(dl.DeviceLayerError, match="gather_elements: index 5 is out of range"):
-        rep.run([x, np.array([[0, 5]] * 3, np.int64)])
+    good = np.zeros(np.array(index).shape, np.int64)
+    m = make_model([node(op, ["x", "i"], axis=axis)], {"x": x, "i": good}, ["y"])
+    plan = dlo.load(m).compile([device.id])
+    with pytest.raises(dl.InvalidArgument, match=rf"node 'the_{op.lower()}'.*index -?[45] is out of range"):
+        plan(x=x, i=np.array(index, np.int64))
+    want = np.take_along_axis(x, good, axis) if op == "GatherElements" else np.take(x, good, axis)
+    np.testing.assert_array_equal(plan(x=x, i=good)["y"], want)
 
 
 def _unchecked_model(nodes, inputs, inits=None, opset=18):

@@ -18,7 +18,7 @@ import numpy as np
 from ..device import Device
 from ..errors import DeviceLayerError, EventError, GraphError, InvalidArgument
 from ..events import Event
-from ..kernels.op import Alias, Plan as OpPlan, TensorType, get
+from ..kernels.op import FLAG_SIZE, Alias, Flag, Plan as OpPlan, TensorType, flag_error, get
 from ..kernels.runner import execute, plan_for, programs
 from ..memory import Buffer
 from ..reclaim import on_drop
@@ -61,6 +61,8 @@ class Prepared:
     roots: dict[int, int] = field(default_factory=dict)
     replay: Any = None  # the recorded form (graph/replay.py), built on the first recorded run
     shared: list[tuple[Any, Device, np.ndarray]] = field(default_factory=list)  # (store, device, array) held
+    #: (node, flag, scratch buffer) of the nodes whose kernels check input values (``kernels.op.Flag``)
+    flags: list[tuple[Node, Flag, Buffer]] = field(default_factory=list)
 
 
 def infer_types(graph: Graph, nodes: Sequence[Node], inputs: Mapping[str, TensorType]) -> dict[int, TensorType]:
@@ -197,7 +199,7 @@ class ExecutionPlan:
                         else:
                             roots[dst] = root
         slots: dict[int, dict[tuple[int, int], list[int]]] = {}
-        per_device_temps: dict[int, list[tuple[tuple, TensorType, int]]] = {}
+        per_device_temps: dict[int, list[tuple[tuple, TensorType, int, int]]] = {}
 
         def touch(v: int, dev: Device, i: int) -> None:
             key = (roots.get(v, v), id(dev))
@@ -217,8 +219,10 @@ class ExecutionPlan:
                         touch(id(v), s.device, i)
                 for v in s.node.outputs:
                     touch(id(v), s.device, i)
+                flagged = {f.temp for f in s.op_plan.flags}  # read after the run: kept to the end
                 for k, t in enumerate(s.op_plan.temps):
-                    per_device_temps.setdefault(id(s.device), []).append(((id(s.node), k), t, i))
+                    per_device_temps.setdefault(id(s.device), []).append(
+                        ((id(s.node), k), t, i, len(steps) if k in flagged else i))
         arenas: dict[int, Buffer] = {}
         arena_plans: dict[int, ArenaPlan] = {}
         bufs: dict[tuple[int, int], Buffer] = {}
@@ -231,7 +235,8 @@ class ExecutionPlan:
             align = max(256, dev.info.view_alignment)
             entries = [Slot(key, _nbytes(types[key[0]]), a, b) for key, (a, b) in spans.items()
                        if key[0] not in outputs and key[0] not in inputs]
-            entries += [Slot(("tmp",) + key, _nbytes(t), i, i) for key, t, i in per_device_temps.get(dev_id, [])]
+            entries += [Slot(("tmp",) + key, _nbytes(t), i, last)
+                        for key, t, i, last in per_device_temps.get(dev_id, [])]
             arena_plan = plan_arena(entries, align)
             arena_plans[dev_id] = arena_plan
             separate = arena_plan.peak > dev.info.max_allocation  # one arena would exceed the largest buffer
@@ -267,8 +272,11 @@ class ExecutionPlan:
                 s.compiled = programs(get(s.node.op), s.device, s.op_plan, [types[id(v)] for v in s.node.inputs],
                                       [types[id(v)] for v in s.node.outputs], s.node.attrs)
         del value_of
+        flags = [(s.node, f, temps[id(s.node)][f.temp].view(0, FLAG_SIZE * s.op_plan.temps[f.temp].dtype.itemsize,
+                                                              s.op_plan.temps[f.temp].dtype))
+                 for s in steps if s.kind == "node" for f in s.op_plan.flags]
         return Prepared(types, placement, steps, arenas, arena_plans, bufs, temps, consts, transfers,
-                        list(self.devices), roots, shared=shared)
+                        list(self.devices), roots, shared=shared, flags=flags)
 
     def _upload_constants(self, types: dict[int, TensorType], placement: Placement,
                           bufs: dict[tuple[int, int], Buffer], shared: list) -> list[Buffer]:
@@ -348,6 +356,8 @@ class ExecutionPlan:
             self.last_submit_seconds = time.perf_counter() - t_start
             if not to_numpy:
                 self._await(results, node_events)
+            if prepared.flags:
+                _check_flags(prepared.flags, node_events)
         except EventError as exc:
             self._free_results(results)
             self._raise_failed(node_events, exc)
@@ -496,6 +506,8 @@ class ExecutionPlan:
                 ev = ready.get(key)
                 results[name] = Tensor(buf, types[id(v)].shape, types[id(v)].dtype, ev)
             self._await(results, node_events)
+            if prepared.flags:
+                _check_flags(prepared.flags, node_events)
         except BaseException:
             for dev, buf in owned:  # the outputs too: a failed run returns none of them
                 if not buf.freed:
@@ -524,6 +536,9 @@ class ExecutionPlan:
         named = [(n, e) for n, e in failed if f"node {n.name!r}" in str(e.error)]  # a recorded item's label
         first = [(n, e) for n, e in failed if "dependency" not in str(e.error)]
         for node, ev in (named or first or failed)[:1]:
+            bad = _bad_value(ev.error) if get(node.op).checks_values else None
+            if bad is not None:  # a value the op checks (an index out of range): the caller's input was wrong
+                raise InvalidArgument(f"node {node.name!r} ({node.op}): {bad}") from ev.error
             raise GraphError(f"node {node.name!r} ({node.op}) failed: {ev.error}") from ev.error
         raise GraphError(f"run failed: {exc}") from exc
 
@@ -576,6 +591,26 @@ class ExecutionPlan:
     def release(self) -> None:
         """Free the arenas and constants of every prepared shape."""
         _release_prepared(self._cache)
+
+
+def _bad_value(error: BaseException | None) -> InvalidArgument | None:
+    """The InvalidArgument an op raised for a bad input value, found along a failure's causes."""
+    while error is not None and not isinstance(error, InvalidArgument):
+        error = error.__cause__
+    return error
+
+
+def _check_flags(flags: list[tuple[Node, Flag, Buffer]], node_events: list[tuple[Node, Event]]) -> None:
+    """Read back the Flags of a finished run: InvalidArgument naming the first node whose kernel flagged a bad
+    input value (the run's outputs are then not to be used)."""
+    done = {id(n): ev for n, ev in node_events}
+    for node, flag, buf in flags:
+        contents = np.zeros(FLAG_SIZE, buf.dtype)
+        ev = done.get(id(node))
+        buf.pool.download(buf, contents, [ev] if ev else []).wait()
+        error = flag_error(flag, contents)
+        if error is not None:
+            raise InvalidArgument(f"node {node.name!r} ({node.op}): {error}") from None
 
 
 def _release_prepared(cache: dict[tuple, Prepared]) -> None:
