@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-
-
-from .base import converter, pick
+from .base import converter, ints, pick
 
 
 # -- matrix products and convolutions ----------------------------------------------------------------------------
@@ -42,8 +40,24 @@ _POOL_ATTRS = ("kernel_shape", "strides", "pads", "dilations", "ceil_mode", "aut
 
 @converter("MaxPool")
 def _max_pool(ctx, attrs):
-    y = ctx.op("max_pool", [ctx.raw(0)], **pick(attrs, *_POOL_ATTRS, "storage_order"))
-    return [y, None]  # Indices: not produced
+    kw = pick(attrs, *_POOL_ATTRS, "storage_order")
+    if len(ctx.node.output) > 1 and ctx.node.output[1]:
+        return ctx.add("max_pool_with_indices", [ctx.raw(0)], **kw)
+    return [ctx.op("max_pool", [ctx.raw(0)], **kw)]
+
+
+@converter("LpPool")
+def _lp_pool(ctx, attrs):
+    return [ctx.op("lp_pool", [ctx.raw(0)], **pick(attrs, *_POOL_ATTRS, "p"))]
+
+
+@converter("MaxUnpool")
+def _max_unpool(ctx, attrs):
+    kw = pick(attrs, "kernel_shape", "strides", "pads")
+    shape = ctx.need_const(2, "output_shape")
+    if shape is not None:
+        kw["output_shape"] = tuple(ints(shape))
+    return [ctx.op("max_unpool", [ctx.raw(0), ctx.raw(1)], **kw)]
 
 
 @converter("AveragePool")
