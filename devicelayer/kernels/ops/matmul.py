@@ -67,9 +67,13 @@ def _flag_attr(op: Op, attrs: dict[str, Any], name: str) -> int:
     return int(value)
 
 
+#: dtypes products compute in float32 (their kernels accumulate in it too)
+_NARROW_FLOATS = ("float16", "bfloat16")
+
+
 def _check_dtypes(op: Op, inputs: Sequence[TensorType]) -> None:
     first = inputs[0].dtype
-    if first.kind not in "fiu" or first.itemsize < 2:
+    if (first.kind not in "fiu" or first.itemsize < 2) and first.name != "bfloat16":
         raise op.error(f"needs floating-point or integer inputs, got {first}")
     for t in inputs[1:]:
         if t.dtype != first:
@@ -77,9 +81,9 @@ def _check_dtypes(op: Op, inputs: Sequence[TensorType]) -> None:
 
 
 def _wide(arrays: Sequence[np.ndarray]) -> tuple[list[np.ndarray], np.dtype]:
-    """float16 computes in float32 (as the kernels do); everything else in its own dtype."""
+    """float16 and bfloat16 compute in float32 (as the kernels do); everything else in its own dtype."""
     dtype = arrays[0].dtype
-    if dtype == np.float16:
+    if dtype.name in _NARROW_FLOATS:
         return [a.astype(np.float32) for a in arrays], dtype
     return list(arrays), dtype
 
@@ -254,7 +258,7 @@ class MatMul(Op):
     def reference_into(self, inputs, outputs, attrs):
         a, b = inputs
         y = outputs[0]
-        if a.dtype == np.float16 or a.ndim < 2 or b.ndim < 2 or not y.size:
+        if a.dtype.name in _NARROW_FLOATS or a.ndim < 2 or b.ndim < 2 or not y.size:
             return super().reference_into(inputs, outputs, attrs)
         with np.errstate(all="ignore"):
             np.matmul(a, b, out=y)
@@ -408,7 +412,7 @@ class Gemm(Op):
 
     def reference_into(self, inputs, outputs, attrs):
         y = outputs[0]
-        if inputs[0].dtype == np.float16 or not y.size:
+        if inputs[0].dtype.name in _NARROW_FLOATS or not y.size:
             return super().reference_into(inputs, outputs, attrs)
         a = inputs[0].T if attrs["transA"] else inputs[0]
         b = inputs[1].T if attrs["transB"] else inputs[1]
