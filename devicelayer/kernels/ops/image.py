@@ -340,38 +340,56 @@ class RoiAlign(Op):
         ph, pw = attrs["output_height"], attrs["output_width"]
         y = np.zeros((rois.shape[0], C, ph, pw), ct)
         half = attrs["coordinate_transformation_mode"] == "half_pixel"
-        for r in range(rois.shape[0]):
-            b = int(idx[r])
-            if not 0 <= b < N:
-                continue
-            start_w, start_h, end_w, end_h = (rois[r] * ct(attrs["spatial_scale"]) - ct(0.5 if half else 0.0))
-            roi_w, roi_h = end_w - start_w, end_h - start_h
-            if not half:
-                roi_w, roi_h = max(roi_w, ct(1)), max(roi_h, ct(1))
-            bin_h, bin_w = roi_h / ct(ph), roi_w / ct(pw)
-            gh = attrs["sampling_ratio"] or int(math.ceil(roi_h / ph))
-            gw = attrs["sampling_ratio"] or int(math.ceil(roi_w / pw))
-            if gh < 1 or gw < 1:
-                continue
-            sy = start_h + np.arange(ph, dtype=ct)[:, None] * bin_h + (np.arange(gh, dtype=ct)[None, :] + ct(0.5)) \
-                * bin_h / ct(gh)
-            sx = start_w + np.arange(pw, dtype=ct)[:, None] * bin_w + (np.arange(gw, dtype=ct)[None, :] + ct(0.5)) \
-                * bin_w / ct(gw)
-            (y0, y1, ly, vy), (x0, x1, lx, vx) = _bilinear_axis(sy, H), _bilinear_axis(sx, W)
-            img = x[b]  # (C, H, W)
-            shape = (ph, gh, 1, 1)
-            wshape = (1, 1, pw, gw)
-            corners = [(y0, x0, (1 - ly).reshape(shape) * (1 - lx).reshape(wshape)),
-                       (y0, x1, (1 - ly).reshape(shape) * lx.reshape(wshape)),
-                       (y1, x0, ly.reshape(shape) * (1 - lx).reshape(wshape)),
-                       (y1, x1, ly.reshape(shape) * lx.reshape(wshape))]
-            ok = (vy.reshape(shape) & vx.reshape(wshape))
-            terms = [np.where(ok, w, 0) * img[:, yi.reshape(shape), xi.reshape(wshape)] for yi, xi, w in corners]
-            if attrs["mode"] == "avg":
-                y[r] = sum(terms).sum(axis=(2, 4)) / ct(max(gh * gw, 1))
-            else:
-                y[r] = np.maximum.reduce(terms).max(axis=(2, 4))
+        start_w, start_h, end_w, end_h = (rois * ct(attrs["spatial_scale"]) - ct(0.5 if half else 0.0)).T
+        roi_w, roi_h = end_w - start_w, end_h - start_h
+        if not half:
+            roi_w, roi_h = np.maximum(roi_w, ct(1)), np.maximum(roi_h, ct(1))
+        bin_h, bin_w = roi_h / ct(ph), roi_w / ct(pw)
+        ratio = attrs["sampling_ratio"]
+        grid_h = np.full(len(rois), ratio) if ratio else np.ceil(roi_h / ct(ph)).astype(np.int64)
+        grid_w = np.full(len(rois), ratio) if ratio else np.ceil(roi_w / ct(pw)).astype(np.int64)
+        usable = (idx >= 0) & (idx < N) & (grid_h >= 1) & (grid_w >= 1)
+        pixels = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).reshape(N * H * W, C)  # channels-last rows
+        for gh, gw in sorted(set(zip(grid_h[usable].tolist(), grid_w[usable].tolist()))):  # one pass per grid size
+            rows = np.flatnonzero(usable & (grid_h == gh) & (grid_w == gw))
+            chunk = max(1, (1 << 22) // max(1, ph * pw * gh * gw * 4 * C))  # ROIs per pass: bounded temporaries
+            for a in range(0, len(rows), chunk):
+                sel = rows[a:a + chunk]
+                y[sel] = self._bins(pixels, (H, W), idx[sel], (start_h[sel], bin_h[sel], gh, ph),
+                                    (start_w[sel], bin_w[sel], gw, pw), attrs["mode"], ct)
         return [y.astype(inputs[0].dtype)]
+
+    @staticmethod
+    def _bins(pixels: np.ndarray, shape: tuple[int, int], images: np.ndarray, rows: tuple, cols: tuple, mode: str,
+              ct: Any) -> np.ndarray:
+        """The (S, C, ph, pw) bins of S ROIs sharing one sampling grid, from ``pixels`` (every image's pixels as
+        rows of C channels); ``rows`` and ``cols`` are (start, bin size, samples per bin, bins) along each axis."""
+        H, W = shape
+
+        def samples(start, size, grid, bins):  # (S, bins, grid) positions
+            return (start[:, None, None] + np.arange(bins, dtype=ct)[None, :, None] * size[:, None, None]
+                    + (np.arange(grid, dtype=ct)[None, None, :] + ct(0.5)) * size[:, None, None] / ct(grid))
+
+        (y0, y1, ly, vy), (x0, x1, lx, vx) = (_bilinear_axis(samples(*rows), H), _bilinear_axis(samples(*cols), W))
+        S, ph, gh = y0.shape
+        pw, gw = x0.shape[1:]
+        tall, wide = (S, ph, 1, gh, 1), (S, 1, pw, 1, gw)  # samples as (S, ph, pw, gh, gw)
+        base = images.astype(np.int64).reshape(S, 1, 1, 1, 1) * (H * W)
+        ok = vy.reshape(tall) & vx.reshape(wide)
+        index, weight = [], []
+        for yi, wy in ((y0, 1 - ly), (y1, ly)):
+            for xi, wx in ((x0, 1 - lx), (x1, lx)):
+                index.append(base + yi.reshape(tall) * W + xi.reshape(wide))
+                weight.append(np.where(ok, wy.reshape(tall) * wx.reshape(wide), ct(0)))
+        bins = S * ph * pw
+        index = np.stack(index, axis=-1).reshape(bins, -1)  # (bins, gh * gw * 4) pixel rows
+        weight = np.stack(weight, axis=-1).reshape(bins, -1)
+        if mode == "avg":  # each bin: its samples' weights times their pixels, one small product per bin
+            out = np.einsum("bk,bkc->bc", weight, pixels[index]) / ct(gh * gw)
+        else:  # each sample: the largest of its weighted corners; each bin: the largest sample
+            terms = weight[..., None] * pixels[index]
+            out = terms.reshape(bins, gh * gw, 4, -1).max(axis=2).max(axis=1)
+        return out.reshape(S, ph, pw, -1).transpose(0, 3, 1, 2)
 
     def unsupported(self, inputs, attrs, info):
         return device_gap(self, inputs, info)
