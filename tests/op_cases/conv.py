@@ -130,7 +130,8 @@ CONV_INTEGER = [
     ((1, 5, 8, 9), (18, 5, 4, 3), "uint8", "uint8", True, True, {"auto_pad": "SAME_UPPER", "strides": [3, 2]}),
     ((2, 3, 17), (4, 3, 3), "int16", "int16", False, True, {"pads": [1, 2]}),
     ((1, 3, 4, 5, 6), (4, 3, 2, 3, 2), "uint8", "int8", True, False, {"pads": [1, 0, 1, 0, 1, 1]}),
-    ((1, 32, 20, 20), (48, 32, 3, 3), "uint8", "int8", True, True, {"pads": [1, 1, 1, 1]}),  # large
+    ((1, 32, 20, 20), (48, 32, 3, 3), "uint8", "int8", True, True, {"pads": [1, 1, 1, 1]}),  # large: tiled
+    ((2, 32, 9, 9), (40, 16, 3, 3), "int8", "uint8", True, False, {"group": 2, "strides": [2, 1]}),  # tiled, grouped
 ]
 for x, w, xt, wt, per_channel, bias, attrs in CONV_INTEGER:
     CASES.append(Case("conv_integer", _integer_inputs(x, w, xt, wt, per_channel, bias), attrs,

@@ -84,6 +84,7 @@ for a_shape, b_shape, a_dt, b_dt, za, zb, tag in [
         ((16,), (16, 11), "uint8", "uint8", (), (), "vector-matrix"),
         ((5, 16), (16,), "int16", "int16", (5,), (), "int16"),
         ((3, 70, 300), (300, 90), "uint8", "int8", (), (90,), "large"),
+        ((2, 1, 40, 37), (3, 37, 50), "int8", "int8", (40,), (50,), "tiled-per-row-column-broadcast"),
         ((0, 5), (5, 3), "uint16", "uint16", (), (), "empty")]:
     CASES.append(Case("matmul_integer", _integer_inputs(a_shape, b_shape, a_dt, b_dt, za, zb), id=tag,
                       dtype=a_dt, exact=True))

@@ -23,8 +23,8 @@ from ..op import (Alias, Launch, Op, Plan, TensorType, activation_attr, get, gro
                   register)
 from . import matmul as _mm
 from .coverage import device_gap
-from .matmul import (GROUP_SIZE, INTEGER_OPERANDS, gemm_steps, kernel_source, tiled_defines, tiled_fits,
-                     tiled_shared, zero_point_stride)
+from .matmul import (GROUP_SIZE, INTEGER_OPERANDS, gemm_steps, integer_shared, kernel_source, tiled_defines,
+                     tiled_fits, tiled_shared, zero_point_stride)
 from .elementwise import relu_into
 from .windows import as_rows, padded, rows, runs, windows
 
@@ -200,8 +200,9 @@ def _conv_spec(kind: str, tiled: bool, micro: int, types: tuple[str, str], has_b
     name = (f"{kind}_{f'tiled{micro}' if tiled else 'direct'}_{'_'.join(dict.fromkeys(types))}"
             f"{'_bias' if has_bias else ''}_{geometry}")
     if tiled:
-        return KernelSpec(name, tuple(params), kernel_source("conv_tiled.dlk"), elem=elem,
-                          shared=tiled_shared(elem, micro), local_size=(GROUP_SIZE,), defines=defines)
+        shared = integer_shared(micro) if integer else tiled_shared(elem, micro)
+        return KernelSpec(name, tuple(params), kernel_source("conv_tiled.dlk"), elem=elem, shared=shared,
+                          local_size=(GROUP_SIZE,), defines=defines)
     return KernelSpec(name, tuple(params), kernel_source("conv_direct.dlk"), elem=elem, defines=defines)
 
 
@@ -498,14 +499,23 @@ class ConvInteger(Conv):
 
     def plan(self, inputs, outputs, attrs, info):
         window, sizes = _geometry(inputs, outputs, attrs)
+        NB, _, Mg, G = sizes[:4]
+        P = math.prod(outputs[0].shape[2:])
         has_bias = len(inputs) == 5
         wzs = zero_point_stride(self, inputs[3], inputs[1].shape[0], "w_zero_point")
-        defines = window + (("TRANSPOSED", 0), ("HAS_BIAS", int(has_bias)), ("INTEGER", 1), ("WZS", wzs))
-        spec = _conv_spec(self.name, False, 4, (dialect_type(inputs[0].dtype), dialect_type(inputs[1].dtype)),
+        tiled = tiled_fits(info) and Mg >= 16 and NB * P >= 16
+        micro = _mm.micro_tile(info, Mg, NB * P, G) if tiled else 4
+        defines = tiled_defines(micro) + window + (("TRANSPOSED", 0), ("HAS_BIAS", int(has_bias)), ("INTEGER", 1),
+                                                   ("WZS", wzs))
+        spec = _conv_spec(self.name, tiled, micro, (dialect_type(inputs[0].dtype), dialect_type(inputs[1].dtype)),
                           has_bias, defines)
-        args = [("in", i) for i in range(len(inputs))] + [("out", 0)] + sizes
+        args = tuple([("in", i) for i in range(len(inputs))] + [("out", 0)] + sizes)
+        if tiled:
+            ntiles = -(-Mg // (16 * micro)) * -(-(NB * P) // (16 * micro)) * G
+            groups = max(1, min(ntiles, info.max_work_groups[0], 65535 * 16))
+            return Plan([Launch(spec, args, (groups * GROUP_SIZE,), (GROUP_SIZE,))])
         local = local_1d(info)
-        return Plan([Launch(spec, tuple(args), groups_for(outputs[0].size, local, info), (local,))])
+        return Plan([Launch(spec, args, groups_for(outputs[0].size, local, info), (local,))])
 
 
 @register

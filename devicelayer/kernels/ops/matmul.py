@@ -106,20 +106,32 @@ def gemm_spec(elem: str, tiled: bool, a_mfast: bool = False, b_nfast: bool = Tru
         return KernelSpec(name, tuple(params), kernel_source("gemm_tiled.dlk"), elem=elem,
                           shared=tiled_shared(elem, micro), local_size=(GROUP_SIZE,),
                           defines=tiled_defines(micro) + (("A_MFAST", int(a_mfast)), ("B_NFAST", int(b_nfast)),
-                                                          ("HAS_BIAS", int(has_bias))))
+                                                          ("HAS_BIAS", int(has_bias)), ("INTEGER", 0)))
     name = f"gemm_small_{elem}{'_bias' if has_bias else ''}"
     return KernelSpec(name, tuple(params), kernel_source("gemm_small.dlk"), elem=elem,
                       defines=(("HAS_BIAS", int(has_bias)), ("INTEGER", 0)))
 
 
 @functools.lru_cache(maxsize=64)
-def integer_gemm_spec(a_type: str, b_type: str) -> KernelSpec:
-    """The direct GEMM kernel with exact int32 accumulation of zero-point-shifted integer operands."""
+def integer_gemm_spec(a_type: str, b_type: str, tiled: bool = False, a_mfast: bool = False, b_nfast: bool = True,
+                      micro: int = 4) -> KernelSpec:
+    """The GEMM kernel (tiled or direct) with exact int32 accumulation of zero-point-shifted integer operands."""
     params = [Param("a", a_type), Param("b", b_type), Param("za", a_type), Param("zb", b_type),
               Param("y", "int", "out")]
     params += [Param(n, "int", "scalar") for n in _SCALARS + ("s_za", "s_zb")]
+    if tiled:
+        return KernelSpec(f"gemm_tiled{micro}_integer_{a_type}_{b_type}_{'m' if a_mfast else 'k'}"
+                          f"{'n' if b_nfast else 'k'}", tuple(params), kernel_source("gemm_tiled.dlk"), elem="int",
+                          shared=integer_shared(micro), local_size=(GROUP_SIZE,),
+                          defines=tiled_defines(micro) + (("A_MFAST", int(a_mfast)), ("B_NFAST", int(b_nfast)),
+                                                          ("HAS_BIAS", 0), ("INTEGER", 1)))
     return KernelSpec(f"gemm_small_integer_{a_type}_{b_type}", tuple(params), kernel_source("gemm_small.dlk"),
                       elem="int", defines=(("HAS_BIAS", 0), ("INTEGER", 1)))
+
+
+def integer_shared(micro: int) -> tuple[tuple[str, str, int], ...]:
+    """Shared-memory staging of the tiled kernels' INTEGER forms (int tiles, padded as the float ones)."""
+    return tuple(("int", name, count) for _, name, count in tiled_shared("float", micro))
 
 
 def tiled_fits(info: DeviceInfo) -> bool:
@@ -179,9 +191,12 @@ def integer_gemm_steps(info: DeviceInfo, a_type: str, b_type: str, M: int, N: in
     dims = _merge_batch(list(batch))
     if M * N == 0:
         return []
-    return _batched_launches(info, integer_gemm_spec(a_type, b_type), [("in", 0), ("in", 1), ("in", 2), ("in", 3),
-                                                                       ("out", 0)],
-                             (s_za, s_zb), M, N, K, (s_am, s_ak, s_bk, s_bn), dims, False, 4)
+    nbatch = math.prod(d[0] for d in dims[-2:])
+    tiled = tiled_fits(info) and min(M, N) >= 16 and M * N * max(K, 1) * math.prod(d[0] for d in dims) >= 1 << 16
+    micro = micro_tile(info, M, N, nbatch) if tiled else 4
+    spec = integer_gemm_spec(a_type, b_type, tiled, s_am == 1 and s_ak != 1, s_bn == 1 or s_bk != 1, micro)
+    return _batched_launches(info, spec, [("in", 0), ("in", 1), ("in", 2), ("in", 3), ("out", 0)], (s_za, s_zb),
+                             M, N, K, (s_am, s_ak, s_bk, s_bn), dims, tiled, micro)
 
 
 def _batched_launches(info: DeviceInfo, spec: KernelSpec, buffers: Sequence[Any], tail: tuple, M: int, N: int,
