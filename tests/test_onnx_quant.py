@@ -324,6 +324,24 @@ def test_narrow_quantized_types_match_onnx_reference(elem, attrs):
     np.testing.assert_allclose(dequantize.reference([got_q, scale, zero], checked)[0], want_y, rtol=1e-6)
 
 
+def test_bfloat16_quantization_matches_onnx_reference():
+    """bfloat16 values and scales (host storage through ml_dtypes): the division rounds to bfloat16 first."""
+    bf16 = _ml_dtype("bfloat16")
+    x, scale, zero = f32(6, 5, lo=-9, hi=9).astype(bf16), f32(6, lo=0.05, hi=0.3).astype(bf16), ints(np.uint8, 6)
+    model = make_model([node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=0),
+                        node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=0)],
+                       {"x": x}, ["q", "y"], {"s": scale, "z": zero}, opset=21)
+    want_q, want_y = ReferenceEvaluator(model).run(["q", "y"], {"x": x})
+    quantize, dequantize = OPS["quantize_linear"], OPS["dequantize_linear"]
+    checked, _ = quantize.prepare([TensorType.of(a.shape, a.dtype) for a in (x, scale, zero)], {"axis": 0})
+    got_q = quantize.reference([x, scale, zero], checked)[0]
+    np.testing.assert_array_equal(got_q, want_q)
+    checked, _ = dequantize.prepare([TensorType.of(a.shape, a.dtype) for a in (got_q, scale, zero)], {"axis": 0})
+    got_y = dequantize.reference([got_q, scale, zero], checked)[0]
+    assert got_y.dtype == bf16
+    np.testing.assert_array_equal(got_y.astype(np.float32), want_y.astype(np.float32))
+
+
 # -- misuse -------------------------------------------------------------------------------------------------------
 def _raw(nodes, inputs, outputs, inits=None, opset=21):
     """A model built without shape inference, which would refuse some of the misuse first."""

@@ -160,9 +160,17 @@ def _saturate(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return np.where(np.isnan(out), lo, out).astype(dtype)
 
 
+def _is_float(dtype: np.dtype) -> bool:
+    """A float dtype scales and real values may have: float16/32/64 or bfloat16 (not a quantized float8/4)."""
+    return (dtype.kind == "f" and dtype.name not in FLOAT_QUANT) or dtype.name == "bfloat16"
+
+
 def _compute_dtype(*dtypes: np.dtype) -> np.dtype:
-    """The float dtype quantization arithmetic runs in: NumPy's promotion of the operands, floats only."""
-    ct = np.result_type(*dtypes)
+    """The float dtype quantization arithmetic runs in: NumPy's promotion of the operands (bfloat16 with
+    bfloat16 stays bfloat16, with others it is float32), floats only."""
+    if all(d.name == "bfloat16" for d in dtypes):
+        return dtypes[0]
+    ct = np.result_type(*[np.dtype(np.float32) if d.name == "bfloat16" else d for d in dtypes])
     return ct if ct.kind == "f" and ct.itemsize in (2, 4, 8) else np.dtype(np.float64)
 
 
@@ -185,9 +193,9 @@ class QuantizeLinear(Op):
     def check(self, inputs, attrs):
         _known(self, attrs, ("axis", "block_size", "output_dtype", "saturate", "precision"))
         x, scale = inputs[0], inputs[1]
-        if x.dtype.kind not in "fi" or x.dtype.name in FLOAT_QUANT:
+        if not _is_float(x.dtype) and x.dtype != np.int32:
             raise self.error(f"x must be float or int32, got {x.dtype}")
-        if scale.dtype.kind not in "fi" or scale.dtype.name in FLOAT_QUANT:
+        if not _is_float(scale.dtype) and scale.dtype != np.int32:
             raise self.error(f"scale must be float or int32, got {scale.dtype}")
         out = attrs.get("output_dtype")
         out = None if out is None else quant_dtype(self, out, "output_dtype")
@@ -203,8 +211,8 @@ class QuantizeLinear(Op):
         precision = attrs.get("precision")
         if precision is not None:
             ct = quant_dtype(self, precision, "precision")
-            if ct.kind != "f" or ct.name in FLOAT_QUANT:
-                raise self.error(f"precision must be float16, float32 or float64, got {ct}")
+            if ct.name not in ("float16", "bfloat16", "float32", "float64"):
+                raise self.error(f"precision must be float16, bfloat16, float32 or float64, got {ct}")
         checked = {"axis": _int(self, attrs, "axis", 1), "block_size": _int(self, attrs, "block_size", 0),
                    "output_dtype": out, "saturate": _flag(self, attrs, "saturate", 1)}
         layout(self, x, scale, checked["axis"], checked["block_size"])
@@ -293,16 +301,16 @@ class DequantizeLinear(Op):
         x, scale = inputs[0], inputs[1]
         if x.dtype.name not in INT_RANGES and x.dtype.name not in FLOAT_QUANT and x.dtype != np.int32:
             raise self.error(f"x must be a quantized integer or float8/float4 tensor, got {x.dtype}")
-        if scale.dtype.kind != "f" or scale.dtype.name in FLOAT_QUANT:
-            raise self.error(f"scale must be float16, float32 or float64, got {scale.dtype}")
+        if not _is_float(scale.dtype):
+            raise self.error(f"scale must be float16, bfloat16, float32 or float64, got {scale.dtype}")
         if len(inputs) == 3:
             if inputs[2].dtype != x.dtype:
                 raise self.error(f"zero_point must have x's dtype {x.dtype}, got {inputs[2].dtype}")
             _check_zero_point(self, inputs[2], scale)
         out = attrs.get("output_dtype")
         out = scale.dtype if out is None else quant_dtype(self, out, "output_dtype")
-        if out.kind != "f" or out.name in FLOAT_QUANT:
-            raise self.error(f"output_dtype must be float16, float32 or float64, got {out}")
+        if not _is_float(out):
+            raise self.error(f"output_dtype must be float16, bfloat16, float32 or float64, got {out}")
         checked = {"axis": _int(self, attrs, "axis", 1), "block_size": _int(self, attrs, "block_size", 0),
                    "output_dtype": out}
         layout(self, x, scale, checked["axis"], checked["block_size"])
