@@ -584,16 +584,22 @@ class DeformConv(Op):
             for (int ki = 0; ki < KH; ki++) {{
                 for (int kj = 0; kj < KW; kj++) {{
                     int tap = (og * KH + ki) * KW + kj;
-                    ACC py = CAST(ACC, oh * SH - PH + ki * DH) + TO_ACC(off[((b * OG * KH * KW + tap) * 2) * OH * OW + oh * OW + ow]);
-                    ACC px = CAST(ACC, ow * SW - PW + kj * DW) + TO_ACC(off[((b * OG * KH * KW + tap) * 2 + 1) * OH * OW + oh * OW + ow]);
+                    int oi = (b * OG * KH * KW + tap) * 2 * OH * OW + oh * OW + ow;
+                    ACC py = CAST(ACC, oh * SH - PH + ki * DH) + TO_ACC(off[oi]);
+                    ACC px = CAST(ACC, ow * SW - PW + kj * DW) + TO_ACC(off[oi + OH * OW]);
                     ACC fy = dl_floor(py); ACC fx = dl_floor(px);
                     int y0 = CAST(int, fy); int x0 = CAST(int, fx);
                     ACC ly = py - fy; ACC lx = px - fx;
                     ACC v = CAST(ACC, 0.0f);
-                    if (y0 >= 0 && y0 < H && x0 >= 0 && x0 < W) v = v + (CAST(ACC, 1.0f) - ly) * (CAST(ACC, 1.0f) - lx) * TO_ACC(x[xbase + y0 * W + x0]);
-                    if (y0 >= 0 && y0 < H && x0 + 1 >= 0 && x0 + 1 < W) v = v + (CAST(ACC, 1.0f) - ly) * lx * TO_ACC(x[xbase + y0 * W + x0 + 1]);
-                    if (y0 + 1 >= 0 && y0 + 1 < H && x0 >= 0 && x0 < W) v = v + ly * (CAST(ACC, 1.0f) - lx) * TO_ACC(x[xbase + (y0 + 1) * W + x0]);
-                    if (y0 + 1 >= 0 && y0 + 1 < H && x0 + 1 >= 0 && x0 + 1 < W) v = v + ly * lx * TO_ACC(x[xbase + (y0 + 1) * W + x0 + 1]);
+                    for (int cy = 0; cy < 2; cy++) {{
+                        for (int cx = 0; cx < 2; cx++) {{
+                            int yy = y0 + cy; int xx = x0 + cx;
+                            if (yy < 0 || yy >= H || xx < 0 || xx >= W) continue;
+                            ACC wy = cy == 0 ? CAST(ACC, 1.0f) - ly : ly;
+                            ACC wx = cx == 0 ? CAST(ACC, 1.0f) - lx : lx;
+                            v = v + wy * wx * TO_ACC(x[xbase + yy * W + xx]);
+                        }}
+                    }}
 {"                    v = v * TO_ACC(mask[(b * OG * KH * KW + tap) * OH * OW + oh * OW + ow]);" if has_mask else ""}
                     acc = acc + TO_ACC(w[((m * CG + c) * KH + ki) * KW + kj]) * v;
                 }}

@@ -262,7 +262,8 @@ class QuantizeLinear(Op):
         n = x.size
         bufs = [("in", 0), ("in", 1)] + ([("in", 2)] if has_zp else []) + [("out", 0)]
         local = local_1d(info)
-        return Plan([Launch(spec, (*bufs, n, *_layout_of(self, inputs, attrs).args), groups_for(n, local, info), (local,))])
+        args = (*bufs, n, *_layout_of(self, inputs, attrs).args)
+        return Plan([Launch(spec, args, groups_for(n, local, info), (local,))])
 
 
 def _to_float_quant(q: np.ndarray, zero_point: np.ndarray | None, lay: Layout, out: np.dtype,
@@ -350,7 +351,8 @@ class DequantizeLinear(Op):
         n = x.size
         bufs = [("in", 0), ("in", 1)] + ([("in", 2)] if has_zp else []) + [("out", 0)]
         local = local_1d(info)
-        return Plan([Launch(spec, (*bufs, n, *_layout_of(self, inputs, attrs).args), groups_for(n, local, info), (local,))])
+        args = (*bufs, n, *_layout_of(self, inputs, attrs).args)
+        return Plan([Launch(spec, args, groups_for(n, local, info), (local,))])
 
 
 # -- requantize ---------------------------------------------------------------------------------------------
