@@ -1,4 +1,7 @@
-"""Cases for conv (ONNX Conv, 1-D to 3-D) and conv_transpose (ONNX ConvTranspose)."""
+"""Cases for conv (ONNX Conv, 1-D to 3-D), conv_transpose (ONNX ConvTranspose) and conv_integer (ONNX
+ConvInteger)."""
+
+import numpy as np
 
 from op_cases import Case, inputs, rand
 
@@ -56,6 +59,11 @@ CONV_T = [
     ((2, 24, 7, 5), (24, 40, 2, 3), True, {"strides": [2, 1], "dilations": [1, 2]}),
     ((1, 2, 3, 4, 3), (2, 3, 2, 3, 2), True, {"strides": [2, 1, 2], "pads": [0, 1, 0, 0, 1, 1]}),
     ((0, 3, 5, 5), (3, 4, 3, 3), False, {}),
+    # an output_shape larger than the natural one: the extra is padding (zeros plus bias)
+    ((1, 1, 3, 3), (1, 2, 3, 3), False, {"output_shape": [10, 8], "strides": [3, 2]}),
+    ((1, 3, 4, 5), (3, 2, 3, 3), True, {"output_shape": [12, 9], "strides": [2, 1], "auto_pad": "SAME_UPPER"}),
+    ((2, 32, 4, 4), (32, 16, 3, 3), True, {"output_shape": [11, 13], "strides": [2, 3]}),  # tiled
+    ((1, 2, 5), (2, 3, 3), True, {"output_shape": [14], "strides": [2]}),
     ((1, 64, 16, 16), (64, 32, 4, 4), True, {"strides": [2, 2], "pads": [1, 1, 1, 1]}),  # large
 ]
 
@@ -100,3 +108,32 @@ CASES += [
     Case("conv_transpose", inputs(rand(1, 4, 5, 5, dtype="float16"), rand(4, 3, 3, 3, dtype="float16")),
          {"strides": [2, 2]}, id="f16", dtype="float16"),
 ]
+
+
+def _integer_inputs(x, w, x_dtype, w_dtype, per_channel, bias):
+    def ints(rng, shape, dtype):
+        lo, hi = {"int8": (-128, 128), "uint8": (0, 256), "int16": (-2000, 2000), "uint16": (0, 4000)}[dtype]
+        return rng.integers(lo, hi, shape).astype(dtype)
+
+    def make(rng):
+        arrays = [ints(rng, x, x_dtype), ints(rng, w, w_dtype), ints(rng, (), x_dtype),
+                  ints(rng, (w[0],) if per_channel else (1,), w_dtype)]
+        return arrays + ([rng.integers(-5000, 5000, (w[0],)).astype(np.int32)] if bias else [])
+    return make
+
+
+# (X shape, W shape, X dtype, W dtype, per-channel W zero points, bias, attrs)
+CONV_INTEGER = [
+    ((1, 1, 3, 3), (2, 1, 2, 2), "uint8", "uint8", True, False, {"pads": [1, 1, 1, 1]}),
+    ((2, 3, 9, 11), (5, 3, 3, 3), "uint8", "int8", False, False, {"strides": [2, 1], "dilations": [1, 2]}),
+    ((2, 8, 9, 11), (8, 2, 3, 3), "int8", "int8", True, True, {"group": 4, "pads": [1, 1, 1, 1]}),
+    ((1, 5, 8, 9), (18, 5, 4, 3), "uint8", "uint8", True, True, {"auto_pad": "SAME_UPPER", "strides": [3, 2]}),
+    ((2, 3, 17), (4, 3, 3), "int16", "int16", False, True, {"pads": [1, 2]}),
+    ((1, 3, 4, 5, 6), (4, 3, 2, 3, 2), "uint8", "int8", True, False, {"pads": [1, 0, 1, 0, 1, 1]}),
+    ((1, 32, 20, 20), (48, 32, 3, 3), "uint8", "int8", True, True, {"pads": [1, 1, 1, 1]}),  # large: tiled
+    ((2, 32, 9, 9), (40, 16, 3, 3), "int8", "uint8", True, False, {"group": 2, "strides": [2, 1]}),  # tiled, grouped
+]
+for x, w, xt, wt, per_channel, bias, attrs in CONV_INTEGER:
+    CASES.append(Case("conv_integer", _integer_inputs(x, w, xt, wt, per_channel, bias), attrs,
+                      id=f"{x}*{w}-{xt}-{wt}{'-per-channel' if per_channel else ''}{'+b' if bias else ''}-{attrs}",
+                      dtype=xt, exact=True))

@@ -119,6 +119,8 @@ case("depth_to_space", [data(1, 5, 2, 2)], {"blocksize": 1}, "bs1")
 case("depth_to_space", [data(2, 64, 40, 33)], {"blocksize": 4}, "large")
 case("space_to_depth", [data(1, 2, 6, 9)], {"blocksize": 3}, "bs3")
 case("space_to_depth", [data(2, 16, 64, 64)], {"blocksize": 4}, "large")
+case("space_to_depth", [data(2, 3, 6, 4)], {"blocksize": 2, "mode": "CRD"}, "crd")
+case("space_to_depth", [data(1, 2, 6, 9, dtype="int64")], {"blocksize": 3, "mode": "CRD"}, "crd-i64", "int64")
 # channel_shuffle
 case("channel_shuffle", [data(1, 12, 7, 7)], {"group": 3}, "g3")
 case("channel_shuffle", [data(1, 12, 7, 7)], {"group": 4}, "g4-asymmetric")

@@ -1,14 +1,17 @@
-"""Cases for max_pool, average_pool, global_average_pool and global_max_pool."""
+"""Cases for max_pool, max_pool_with_indices, average_pool, lp_pool, max_unpool, global_average_pool and
+global_max_pool."""
+
+import numpy as np
 
 from op_cases import Case, inputs, rand
 
 CASES = []
 
 
-def pool(attrs, *shape, id, dtype="float32", ops=("max_pool", "average_pool"), **extra):
+def pool(attrs, *shape, id, dtype="float32", ops=("max_pool", "average_pool"), low=-2.0, high=2.0, **extra):
     for op in ops:
-        CASES.append(Case(op, inputs(rand(*shape, dtype=dtype)), {**attrs, **extra}, id=id, dtype=dtype,
-                          rtol=1e-2 if dtype == "float16" else None))
+        CASES.append(Case(op, inputs(rand(*shape, dtype=dtype, low=low, high=high)), {**attrs, **extra}, id=id,
+                          dtype=dtype, rtol=1e-2 if dtype == "float16" else None))
 
 
 pool({"kernel_shape": [3]}, 2, 3, 11, id="1d")
@@ -49,3 +52,73 @@ for op in ("global_average_pool", "global_max_pool"):
                   (64, 256, 7, 7), (0, 3, 2, 2)]:
         CASES.append(Case(op, inputs(rand(*shape)), id=f"{shape}"))
     CASES.append(Case(op, inputs(rand(2, 3, 9, 17, dtype="float16")), id="f16", dtype="float16"))
+
+# int8 / uint8 max pools (opset 12): padding is the type's minimum
+for dt in ("int8", "uint8"):
+    pool({"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2]}, 2, 3, 9, 10, id=f"{dt}", dtype=dt,
+         ops=("max_pool",), low=-128 if dt == "int8" else 0, high=127 if dt == "int8" else 255)
+    pool({"kernel_shape": [5, 5], "pads": [2, 2, 2, 2]}, 1, 1, 5, 5, id=f"{dt}-whole", dtype=dt, ops=("max_pool",),
+         low=-128 if dt == "int8" else 0, high=127 if dt == "int8" else 255)
+
+# Lp pools: p = 1, 2 and others, with every window attribute
+for p in (1, 2, 3, 4):
+    pool({"kernel_shape": [3, 2], "strides": [2, 1], "pads": [1, 0, 1, 1], "p": p}, 2, 3, 9, 8, id=f"p{p}",
+         ops=("lp_pool",))
+pool({"kernel_shape": [3], "p": 3}, 2, 3, 11, id="1d-p3", ops=("lp_pool",))
+pool({"kernel_shape": [2, 2], "dilations": [2, 2], "p": 2}, 1, 1, 4, 4, id="dilations", ops=("lp_pool",))
+pool({"kernel_shape": [2, 2], "auto_pad": "SAME_LOWER", "p": 4}, 1, 3, 8, 9, id="same-lower", ops=("lp_pool",))
+pool({"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER", "strides": [2, 2], "p": 2}, 1, 3, 8, 9, id="same-upper",
+     ops=("lp_pool",))
+pool({"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1, "p": 3}, 1, 2, 8, 8, id="ceil", ops=("lp_pool",))
+pool({"kernel_shape": [2, 2, 2], "p": 3}, 1, 2, 4, 5, 6, id="3d", ops=("lp_pool",))
+pool({"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "p": 2}, 2, 3, 9, 10, id="f16", dtype="float16",
+     ops=("lp_pool",))
+pool({"kernel_shape": [3, 3], "strides": [2, 2], "p": 2}, 4, 16, 40, 40, id="large", ops=("lp_pool",))
+
+# the Indices output, both storage orders, 1-D to 3-D, padding, dilations, ceil_mode
+for order in (0, 1):
+    pool({"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "storage_order": order}, 2, 3, 9, 10,
+         id=f"2d-order{order}", ops=("max_pool_with_indices",))
+    pool({"kernel_shape": [2, 3, 2], "strides": [1, 2, 2], "pads": [0, 1, 0, 1, 1, 1], "storage_order": order},
+         1, 2, 4, 5, 6, id=f"3d-order{order}", ops=("max_pool_with_indices",))
+pool({"kernel_shape": [3], "strides": [2], "pads": [1, 1]}, 2, 3, 11, id="1d", ops=("max_pool_with_indices",))
+pool({"kernel_shape": [2, 3], "dilations": [2, 2], "ceil_mode": 1, "strides": [2, 2]}, 1, 2, 9, 11, id="dil-ceil",
+     ops=("max_pool_with_indices",))
+pool({"kernel_shape": [5, 5], "pads": [2, 2, 2, 2]}, 1, 1, 5, 5, id="whole", ops=("max_pool_with_indices",))
+pool({"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, 1, 2, 6, 7, id="uint8", dtype="uint8", low=0, high=4,
+     ops=("max_pool_with_indices",))  # many ties: the first maximum wins
+pool({"kernel_shape": [3, 3], "strides": [2, 2]}, 1, 2, 9, 9, id="f16", dtype="float16",
+     ops=("max_pool_with_indices",))
+
+
+def _unpool_inputs(x_shape, kernel, strides, pads, dtype="float32"):
+    """Values and the flat indices a max pool of this geometry could give (each inside its own window)."""
+    def make(rng):
+        nd = len(kernel)
+        inferred = [(x_shape[2 + i] - 1) * strides[i] - pads[i] - pads[nd + i] + kernel[i] for i in range(nd)]
+        values = rng.uniform(1, 5, x_shape).astype(dtype)
+        coords = []
+        for i in range(nd):
+            start = np.arange(x_shape[2 + i]) * strides[i] - pads[i]
+            pick = start.reshape([-1 if a == i else 1 for a in range(nd)]) + rng.integers(0, kernel[i], x_shape)
+            coords.append(np.clip(pick, 0, inferred[i] - 1))
+        flat = np.zeros(x_shape, np.int64)
+        for i in range(nd):
+            flat = flat * inferred[i] + coords[i]
+        planes = np.arange(x_shape[0] * x_shape[1]).reshape(x_shape[:2] + (1,) * nd)
+        return [values, flat + planes * int(np.prod(inferred))]
+    return make
+
+
+for x_shape, kernel, strides, pads, extra in [
+        ((1, 1, 2, 2), [2, 2], [2, 2], [0, 0, 0, 0], {}),
+        ((2, 3, 4, 5), [2, 2], [2, 2], [0, 0, 0, 0], {}),
+        ((2, 3, 4, 5), [3, 2], [2, 2], [1, 0, 1, 0], {}),
+        ((1, 2, 7), [3], [2], [1, 1], {}),
+        ((1, 2, 3, 4, 3), [2, 2, 2], [2, 2, 2], [0] * 6, {}),
+        ((1, 1, 2, 2), [2, 2], [2, 2], [0, 0, 0, 0], {"output_shape": [1, 1, 5, 5]}),
+        ((2, 3, 4, 5), [2, 2], [2, 2], [0, 0, 0, 0], {"output_shape": [2, 3, 9, 11]})]:
+    attrs = {"kernel_shape": kernel, "strides": strides, "pads": pads, **extra}
+    CASES.append(Case("max_unpool", _unpool_inputs(x_shape, kernel, strides, pads), attrs, id=f"{x_shape}-{attrs}"))
+CASES.append(Case("max_unpool", _unpool_inputs((1, 2, 4, 4), [2, 2], [2, 2], [0] * 4, "int8"),
+                  {"kernel_shape": [2, 2], "strides": [2, 2]}, id="int8", dtype="int8"))

@@ -2,4 +2,4 @@
 
 from . import binary, conv, elementwise, matmul, movement, normalization, pooling, reduce  # noqa: F401
 from . import attention, generate, indexing, linear_attention, losses, random, rnn, rotary, scan  # noqa: F401
-from . import select  # noqa: F401
+from . import image, linalg, quantize, select  # noqa: F401

@@ -22,7 +22,9 @@ from ..dialect import KernelSpec, Param, dialect_type
 from ..op import (Alias, Launch, Op, Plan, TensorType, activation_attr, get, groups_for, local_1d, parallel,
                   register)
 from . import matmul as _mm
-from .matmul import GROUP_SIZE, gemm_steps, kernel_source, tiled_defines, tiled_fits, tiled_shared
+from .coverage import device_gap
+from .matmul import (GROUP_SIZE, INTEGER_OPERANDS, gemm_steps, integer_shared, kernel_source, tiled_defines,
+                     tiled_fits, tiled_shared, zero_point_stride)
 from .elementwise import relu_into
 from .windows import as_rows, padded, rows, runs, windows
 
@@ -40,6 +42,10 @@ class _ConvBase(Op):
     transposed = False
     min_inputs = 2
     max_inputs = 3
+    #: the input holding the bias (when given)
+    bias_index = 2
+    #: the smallest pad accepted
+    min_pad = 0
     attr_names: frozenset[str] = frozenset({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"})
 
     def _ints(self, attrs: dict[str, Any], name: str, n: int, default: int, minimum: int) -> tuple[int, ...]:
@@ -62,11 +68,7 @@ class _ConvBase(Op):
         if extra:
             raise self.error(f"unknown attribute(s) {sorted(extra)}; it takes {sorted(self.attr_names)}")
         x, w = inputs[0], inputs[1]
-        if x.dtype.kind != "f":
-            raise self.error(f"needs floating-point inputs, got {x.dtype}")
-        for t in inputs[1:]:
-            if t.dtype != x.dtype:
-                raise self.error(f"inputs must share one dtype, got {x.dtype} and {t.dtype}")
+        self._check_dtypes(inputs)
         if not 3 <= len(x.shape) <= 5:
             raise self.error(f"X must be (N, C, spatial...) with 1 to 3 spatial dimensions, got shape {x.shape}")
         if len(w.shape) != len(x.shape):
@@ -89,15 +91,24 @@ class _ConvBase(Op):
         out = {"group": int(group), "kernel_shape": kernel,
                "strides": self._ints(attrs, "strides", nd, 1, 1),
                "dilations": self._ints(attrs, "dilations", nd, 1, 1),
-               "pads": self._ints(attrs, "pads", 2 * nd, 0, 0)}
+               "pads": self._ints(attrs, "pads", 2 * nd, 0, self.min_pad)}
         if auto_pad != "NOTSET" and any(out["pads"]):
             raise self.error(f"'pads' {list(out['pads'])} cannot be used with auto_pad={auto_pad}")
         out["auto_pad"] = auto_pad
-        if len(inputs) >= 3:
+        if len(inputs) > self.bias_index:
             m = w.shape[1] * out["group"] if self.transposed else w.shape[0]
-            if inputs[2].shape != (m,):
-                raise self.error(f"B must have shape ({m},) (one bias per output channel), got {inputs[2].shape}")
+            if inputs[self.bias_index].shape != (m,):
+                raise self.error(f"B must have shape ({m},) (one bias per output channel), "
+                                 f"got {inputs[self.bias_index].shape}")
         return out
+
+    def _check_dtypes(self, inputs: Sequence[TensorType]) -> None:
+        x = inputs[0]
+        if x.dtype.kind != "f":
+            raise self.error(f"needs floating-point inputs, got {x.dtype}")
+        for t in inputs[1:]:
+            if t.dtype != x.dtype:
+                raise self.error(f"inputs must share one dtype, got {x.dtype} and {t.dtype}")
 
     def _types(self, inputs: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
         return [TensorType(self.out_shape(inputs, attrs), inputs[0].dtype)]
@@ -122,39 +133,44 @@ class _ConvBase(Op):
         """The convolution's own kernels."""
         x, w = inputs[0].shape, inputs[1].shape
         y = outputs[0].shape
-        nd = len(x) - 2
-        G = attrs["group"]
-        NB = x[0]
-        Cg = x[1] // G
-        Mg = y[1] // G
-        pad3 = (1,) * (3 - nd)
-        in3, out3, k3 = pad3 + x[2:], pad3 + y[2:], pad3 + w[2:]
-        s3, d3 = pad3 + attrs["strides"], pad3 + attrs["dilations"]
-        p3 = (0,) * (3 - nd) + attrs["pads"][:nd]
+        window, sizes = _geometry(inputs, outputs, attrs)
+        NB, Cg, Mg, G = sizes[:4]
+        P = math.prod(y[2:])
         elem = dialect_type(inputs[0].dtype)
         has_bias = len(inputs) >= 3
-        P = math.prod(out3)
-        if (not self.transposed and all(k == 1 for k in k3) and all(s == 1 for s in s3) and not any(attrs["pads"])
-                and (G == 1 or not has_bias)):
+        if (not self.transposed and all(k == 1 for k in w[2:]) and all(s == 1 for s in attrs["strides"])
+                and not any(attrs["pads"]) and (G == 1 or not has_bias)):
             # 1x1: per image, Y (M, P) = W (M, C) @ X (C, P): the plain GEMM kernel
             batch = [(NB, 0, x[1] * P)] + ([(G, Mg * Cg, Cg * P)] if G > 1 else [])
             return Plan(gemm_steps(info, elem, Mg, P, Cg, Cg, 1, P, 1, batch, 1.0, 1.0,
                                    (2, 1, 0) if has_bias else None, ("in", 1), ("in", 0), ("out", 0)))
         tiled = tiled_fits(info) and Mg >= 16 and NB * P >= 16
         micro = _mm.micro_tile(info, Mg, NB * P, G) if tiled else 4
-        defines = list(tiled_defines(micro))
-        for prefix, values in (("K", k3), ("S", s3), ("P", p3), ("D", d3)):
-            defines += [(prefix + axis, v) for axis, v in zip("DHW", values)]
-        defines += [("TRANSPOSED", int(self.transposed)), ("HAS_BIAS", int(has_bias))]
-        spec = _conv_spec(self.transposed, tiled, micro, elem, has_bias, tuple(defines))
-        args = [("in", 0), ("in", 1)] + ([("in", 2)] if has_bias else []) + [("out", 0)]
-        args += [NB, Cg, Mg, G, *in3, *out3]
+        defines = tiled_defines(micro) + window + (("TRANSPOSED", int(self.transposed)),
+                                                   ("HAS_BIAS", int(has_bias)), ("INTEGER", 0))
+        spec = _conv_spec(self.name, tiled, micro, (elem, elem), has_bias, defines)
+        args = [("in", 0), ("in", 1)] + ([("in", 2)] if has_bias else []) + [("out", 0)] + sizes
         if tiled:
             ntiles = -(-Mg // (16 * micro)) * -(-(NB * P) // (16 * micro)) * G
             groups = max(1, min(ntiles, info.max_work_groups[0], 65535 * 16))
             return Plan([Launch(spec, tuple(args), (groups * GROUP_SIZE,), (GROUP_SIZE,))])
         local = local_1d(info)
         return Plan([Launch(spec, tuple(args), groups_for(NB * G * Mg * P, local, info), (local,))])
+
+
+def _geometry(inputs: Sequence[TensorType], outputs: Sequence[TensorType],
+              attrs: dict[str, Any]) -> tuple[tuple[tuple[str, int], ...], list[int]]:
+    """A conv call as its kernels see it, every input 3-D spatial (leading extents of 1): the window defines
+    (K, S, P, D along D, H, W) and the size scalars (NB, Cg, Mg, G, input extents, output extents)."""
+    x, w, y = inputs[0].shape, inputs[1].shape, outputs[0].shape
+    nd = len(x) - 2
+    G = attrs["group"]
+    pad3 = (1,) * (3 - nd)
+    window = []
+    for prefix, values in (("K", pad3 + w[2:]), ("S", pad3 + attrs["strides"]),
+                           ("P", (0,) * (3 - nd) + attrs["pads"][:nd]), ("D", pad3 + attrs["dilations"])):
+        window += [(prefix + axis, int(v)) for axis, v in zip("DHW", values)]
+    return tuple(window), [x[0], x[1] // G, y[1] // G, G, *(pad3 + x[2:]), *(pad3 + y[2:])]
 
 
 def _in_place(name: str, inputs: Sequence[TensorType], y: TensorType, args: dict[tuple, tuple],
@@ -167,20 +183,26 @@ def _in_place(name: str, inputs: Sequence[TensorType], y: TensorType, args: dict
 
 
 @functools.lru_cache(maxsize=256)
-def _conv_spec(transposed: bool, tiled: bool, micro: int, elem: str, has_bias: bool,
+def _conv_spec(kind: str, tiled: bool, micro: int, types: tuple[str, str], has_bias: bool,
                defines: tuple[tuple[str, int], ...]) -> KernelSpec:
-    """The conv kernel of one layer geometry (cached: plans are made on every eager call)."""
-    params = [Param("x", "T", "in"), Param("w", "T", "in")]
+    """The kernel of op ``kind`` for one layer geometry (cached: plans are made on every eager call); ``types``
+    are X's and W's dialect types (``conv_integer`` takes zero points after them and accumulates in int)."""
+    integer = kind == "conv_integer"
+    elem = "int" if integer else types[0]
+    params = [Param("x", types[0]), Param("w", types[1])]
+    if integer:
+        params += [Param("xz", types[0]), Param("wz", types[1])]
     if has_bias:
-        params.append(Param("bias", "T", "in"))
-    params.append(Param("y", "T", "out"))
+        params.append(Param("bias", elem))
+    params.append(Param("y", elem, "out"))
     params += [Param(n, "int", "scalar") for n in _SCALARS]
-    geometry = "_".join(str(v) for _, v in defines[5:-2])
-    name = (f"{'conv_transpose' if transposed else 'conv'}_{f'tiled{micro}' if tiled else 'direct'}_{elem}"
+    geometry = "_".join(str(v).replace("-", "m") for k, v in defines if k[0] in "KSPD" and k[1:] in "DHW")
+    name = (f"{kind}_{f'tiled{micro}' if tiled else 'direct'}_{'_'.join(dict.fromkeys(types))}"
             f"{'_bias' if has_bias else ''}_{geometry}")
     if tiled:
-        return KernelSpec(name, tuple(params), kernel_source("conv_tiled.dlk"), elem=elem,
-                          shared=tiled_shared(elem, micro), local_size=(GROUP_SIZE,), defines=defines)
+        shared = integer_shared(micro) if integer else tiled_shared(elem, micro)
+        return KernelSpec(name, tuple(params), kernel_source("conv_tiled.dlk"), elem=elem, shared=shared,
+                          local_size=(GROUP_SIZE,), defines=defines)
     return KernelSpec(name, tuple(params), kernel_source("conv_direct.dlk"), elem=elem, defines=defines)
 
 
@@ -430,15 +452,85 @@ def _bias_activation(y: np.ndarray, bias: np.ndarray | None, activation: str | N
 
 
 @register
+class ConvInteger(Conv):
+    """conv_integer(X, W, x_zero_point, w_zero_point[, B]): int32 ``conv(X - x_zero_point, W - w_zero_point)
+    (+ B)`` (ONNX ConvInteger; B, int32 per output channel, is QLinearConv's bias), accumulated exactly.
+
+    X and W are 8- or 16-bit integers; x_zero_point is a scalar of X's dtype, w_zero_point a scalar or one
+    per output channel of W's dtype; padding contributes nothing (it is X's zero point).  Attributes as conv's,
+    without activation.
+    """
+
+    name = "conv_integer"
+    attr_names = _ConvBase.attr_names
+    min_inputs = 4
+    max_inputs = 5
+    bias_index = 4
+
+    def _check_dtypes(self, inputs):
+        x, w, xz, wz = inputs[:4]
+        for t, what in ((x, "X"), (w, "W")):
+            if t.dtype.name not in INTEGER_OPERANDS:
+                raise self.error(f"{what} must be one of {list(INTEGER_OPERANDS)}, got {t.dtype}")
+        for z, t, what in ((xz, x, "x_zero_point"), (wz, w, "w_zero_point")):
+            if z.dtype != t.dtype:
+                raise self.error(f"{what} must have its operand's dtype {t.dtype}, got {z.dtype}")
+        zero_point_stride(self, xz, 1, "x_zero_point")
+        zero_point_stride(self, wz, w.shape[0] if w.shape else 1, "w_zero_point")
+        if len(inputs) == 5 and inputs[4].dtype != np.int32:
+            raise self.error(f"B must be int32, got {inputs[4].dtype}")
+
+    def infer(self, inputs, attrs):
+        return [TensorType.of(self.out_shape(inputs, attrs), np.int32)]
+
+    def reference(self, inputs, attrs):
+        x, w, xz, wz = (a.astype(np.float64) for a in inputs[:4])
+        x = x - xz.reshape(())
+        w = w - wz.reshape((-1,) + (1,) * (w.ndim - 1) if wz.size > 1 else ())
+        floats = [x, w, inputs[4].astype(np.float64)] if len(inputs) == 5 else [x, w]
+        y = Conv.reference(self, floats, attrs)[0]  # exact: products and sums of integers below 2**53
+        return [np.rint(y).astype(np.int32)]
+
+    def reference_into(self, inputs, outputs, attrs):
+        return Op.reference_into(self, inputs, outputs, attrs)
+
+    def unsupported(self, inputs, attrs, info):
+        return device_gap(self, [*inputs, *self.infer(inputs, attrs)], info)
+
+    def plan(self, inputs, outputs, attrs, info):
+        window, sizes = _geometry(inputs, outputs, attrs)
+        NB, _, Mg, G = sizes[:4]
+        P = math.prod(outputs[0].shape[2:])
+        has_bias = len(inputs) == 5
+        wzs = zero_point_stride(self, inputs[3], inputs[1].shape[0], "w_zero_point")
+        tiled = tiled_fits(info) and Mg >= 16 and NB * P >= 16
+        micro = _mm.micro_tile(info, Mg, NB * P, G) if tiled else 4
+        defines = tiled_defines(micro) + window + (("TRANSPOSED", 0), ("HAS_BIAS", int(has_bias)), ("INTEGER", 1),
+                                                   ("WZS", wzs))
+        spec = _conv_spec(self.name, tiled, micro, (dialect_type(inputs[0].dtype), dialect_type(inputs[1].dtype)),
+                          has_bias, defines)
+        args = tuple([("in", i) for i in range(len(inputs))] + [("out", 0)] + sizes)
+        if tiled:
+            ntiles = -(-Mg // (16 * micro)) * -(-(NB * P) // (16 * micro)) * G
+            groups = max(1, min(ntiles, info.max_work_groups[0], 65535 * 16))
+            return Plan([Launch(spec, args, (groups * GROUP_SIZE,), (GROUP_SIZE,))])
+        local = local_1d(info)
+        return Plan([Launch(spec, args, groups_for(outputs[0].size, local, info), (local,))])
+
+
+@register
 class ConvTranspose(_ConvBase):
     """conv_transpose(X, W[, B]): ONNX ConvTranspose over 1 to 3 spatial dimensions.
 
     X (N, C, D...), W (C, M/group, k...), B (M,); attributes strides, pads,
     dilations, group, output_padding, output_shape, auto_pad, kernel_shape.
+    An output_shape larger than the natural output pads it with zeros (plus the
+    bias), as negative pads (the spec's total padding split as for smaller ones).
     """
 
     name = "conv_transpose"
     transposed = True
+    min_pad = -(2**31)  # a negative pad widens the output with zeros (an output_shape past the natural one)
     attr_names = _ConvBase.attr_names | {"output_padding", "output_shape"}
 
     def check(self, inputs, attrs):
@@ -467,10 +559,7 @@ class ConvTranspose(_ConvBase):
             else:
                 shape = tuple(x[2 + i] * s[i] for i in range(nd))
             for i in range(nd):
-                total = natural[i] - shape[i]
-                if total < 0:
-                    raise self.error(f"output_shape {list(shape)} is larger than the transposed convolution "
-                                     f"gives ({natural}) along spatial axis {i}")
+                total = natural[i] - shape[i]  # negative: the output is larger, the extra is padding (zeros)
                 if out["auto_pad"] == "SAME_UPPER":
                     pads[i], pads[nd + i] = total // 2, total - total // 2
                 else:
@@ -511,7 +600,20 @@ class ConvTranspose(_ConvBase):
                 sl = tuple(slice(kpos[i] * d[i], kpos[i] * d[i] + s[i] * (spatial_in[i] - 1) + 1, s[i])
                            for i in range(nd))
                 yb[(slice(None), slice(None)) + sl] += contrib.reshape(N, G * Mg, *spatial_in)
-            y = yb[(slice(None), slice(None)) + tuple(slice(p[i], full[i] - p[nd + i]) for i in range(nd))]
+            y = _window_of(yb, p[:nd], p[nd:])
             if len(inputs) == 3:
                 y = y + inputs[2].astype(ct).reshape((1, G * Mg) + (1,) * nd)
         return [np.ascontiguousarray(y).astype(dtype)]
+
+
+def _window_of(y: np.ndarray, begins: Sequence[int], ends: Sequence[int]) -> np.ndarray:
+    """``y`` (N, C, spatial...) cropped by ``begins`` / ``ends`` along its spatial dims, a negative count
+    padding that side with zeros instead."""
+    if min(*begins, *ends, 0) >= 0:
+        return y[(slice(None), slice(None)) + tuple(slice(b, n - e) for b, e, n in zip(begins, ends, y.shape[2:]))]
+    shape = y.shape[:2] + tuple(n - b - e for b, e, n in zip(begins, ends, y.shape[2:]))
+    out = np.zeros(shape, y.dtype)
+    src = tuple(slice(max(b, 0), n - max(e, 0)) for b, e, n in zip(begins, ends, y.shape[2:]))
+    dst = tuple(slice(max(-b, 0), m - max(-e, 0)) for b, e, m in zip(begins, ends, shape[2:]))
+    out[(slice(None), slice(None)) + dst] = y[(slice(None), slice(None)) + src]
+    return out

@@ -23,6 +23,7 @@ from ...info import DeviceInfo
 from ...resources import shader_source
 from ..dialect import KernelSpec, Param, dialect_type
 from ..op import Launch, Op, Plan, TensorType, groups_for, local_1d, register, float_attr as _float_attr
+from .coverage import device_gap
 
 #: output tile of the tiled kernel (rows, columns) with 4 x 4 micro-tiles, K slice, work items per group
 BM, BN, BK, GROUP_SIZE = 64, 64, 16, 256
@@ -66,9 +67,13 @@ def _flag_attr(op: Op, attrs: dict[str, Any], name: str) -> int:
     return int(value)
 
 
+#: dtypes products compute in float32 (their kernels accumulate in it too)
+_NARROW_FLOATS = ("float16", "bfloat16")
+
+
 def _check_dtypes(op: Op, inputs: Sequence[TensorType]) -> None:
     first = inputs[0].dtype
-    if first.kind not in "fiu" or first.itemsize < 2:
+    if (first.kind not in "fiu" or first.itemsize < 2) and first.name != "bfloat16":
         raise op.error(f"needs floating-point or integer inputs, got {first}")
     for t in inputs[1:]:
         if t.dtype != first:
@@ -76,9 +81,9 @@ def _check_dtypes(op: Op, inputs: Sequence[TensorType]) -> None:
 
 
 def _wide(arrays: Sequence[np.ndarray]) -> tuple[list[np.ndarray], np.dtype]:
-    """float16 computes in float32 (as the kernels do); everything else in its own dtype."""
+    """float16 and bfloat16 compute in float32 (as the kernels do); everything else in its own dtype."""
     dtype = arrays[0].dtype
-    if dtype == np.float16:
+    if dtype.name in _NARROW_FLOATS:
         return [a.astype(np.float32) for a in arrays], dtype
     return list(arrays), dtype
 
@@ -101,10 +106,32 @@ def gemm_spec(elem: str, tiled: bool, a_mfast: bool = False, b_nfast: bool = Tru
         return KernelSpec(name, tuple(params), kernel_source("gemm_tiled.dlk"), elem=elem,
                           shared=tiled_shared(elem, micro), local_size=(GROUP_SIZE,),
                           defines=tiled_defines(micro) + (("A_MFAST", int(a_mfast)), ("B_NFAST", int(b_nfast)),
-                                                          ("HAS_BIAS", int(has_bias))))
+                                                          ("HAS_BIAS", int(has_bias)), ("INTEGER", 0)))
     name = f"gemm_small_{elem}{'_bias' if has_bias else ''}"
     return KernelSpec(name, tuple(params), kernel_source("gemm_small.dlk"), elem=elem,
-                      defines=(("HAS_BIAS", int(has_bias)),))
+                      defines=(("HAS_BIAS", int(has_bias)), ("INTEGER", 0)))
+
+
+@functools.lru_cache(maxsize=64)
+def integer_gemm_spec(a_type: str, b_type: str, tiled: bool = False, a_mfast: bool = False, b_nfast: bool = True,
+                      micro: int = 4) -> KernelSpec:
+    """The GEMM kernel (tiled or direct) with exact int32 accumulation of zero-point-shifted integer operands."""
+    params = [Param("a", a_type), Param("b", b_type), Param("za", a_type), Param("zb", b_type),
+              Param("y", "int", "out")]
+    params += [Param(n, "int", "scalar") for n in _SCALARS + ("s_za", "s_zb")]
+    if tiled:
+        return KernelSpec(f"gemm_tiled{micro}_integer_{a_type}_{b_type}_{'m' if a_mfast else 'k'}"
+                          f"{'n' if b_nfast else 'k'}", tuple(params), kernel_source("gemm_tiled.dlk"), elem="int",
+                          shared=integer_shared(micro), local_size=(GROUP_SIZE,),
+                          defines=tiled_defines(micro) + (("A_MFAST", int(a_mfast)), ("B_NFAST", int(b_nfast)),
+                                                          ("HAS_BIAS", 0), ("INTEGER", 1)))
+    return KernelSpec(f"gemm_small_integer_{a_type}_{b_type}", tuple(params), kernel_source("gemm_small.dlk"),
+                      elem="int", defines=(("HAS_BIAS", 0), ("INTEGER", 1)))
+
+
+def integer_shared(micro: int) -> tuple[tuple[str, str, int], ...]:
+    """Shared-memory staging of the tiled kernels' INTEGER forms (int tiles, padded as the float ones)."""
+    return tuple(("int", name, count) for _, name, count in tiled_shared("float", micro))
 
 
 def tiled_fits(info: DeviceInfo) -> bool:
@@ -148,15 +175,39 @@ def gemm_steps(info: DeviceInfo, elem: str, M: int, N: int, K: int, s_am: int, s
     tiled = tiled_fits(info) and min(M, N) >= 16 and work >= 1 << 16
     a_mfast = s_am == 1 and s_ak != 1
     b_nfast = s_bn == 1 or s_bk != 1
+    nbatch = math.prod(d[0] for d in dims[-2:])
+    micro = micro_tile(info, M, N, nbatch) if tiled else 4
+    spec = gemm_spec(elem, tiled, a_mfast, b_nfast, bias is not None, micro)
+    tail = (float(alpha), float(beta), bias[1] if bias else 0, bias[2] if bias else 0)
+    buffers = [a_arg, b_arg] + ([("in", bias[0])] if bias else []) + [y_arg]
+    return _batched_launches(info, spec, buffers, tail, M, N, K, (s_am, s_ak, s_bk, s_bn), dims, tiled, micro)
+
+
+def integer_gemm_steps(info: DeviceInfo, a_type: str, b_type: str, M: int, N: int, K: int, s_am: int, s_ak: int,
+                       s_bk: int, s_bn: int, batch: Sequence[tuple[int, int, int]], s_za: int,
+                       s_zb: int) -> list[Launch]:
+    """Launches computing the int32 y = (A - za) @ (B - zb) of integer operands (inputs a, b, za, zb: 0-3),
+    strided and batched as for ``gemm_steps``; the zero points are read at ``m * s_za`` and ``n * s_zb``."""
+    dims = _merge_batch(list(batch))
+    if M * N == 0:
+        return []
+    nbatch = math.prod(d[0] for d in dims[-2:])
+    tiled = tiled_fits(info) and min(M, N) >= 16 and M * N * max(K, 1) * math.prod(d[0] for d in dims) >= 1 << 16
+    micro = micro_tile(info, M, N, nbatch) if tiled else 4
+    spec = integer_gemm_spec(a_type, b_type, tiled, s_am == 1 and s_ak != 1, s_bn == 1 or s_bk != 1, micro)
+    return _batched_launches(info, spec, [("in", 0), ("in", 1), ("in", 2), ("in", 3), ("out", 0)], (s_za, s_zb),
+                             M, N, K, (s_am, s_ak, s_bk, s_bn), dims, tiled, micro)
+
+
+def _batched_launches(info: DeviceInfo, spec: KernelSpec, buffers: Sequence[Any], tail: tuple, M: int, N: int,
+                      K: int, strides: tuple[int, int, int, int], dims: list[tuple[int, int, int]], tiled: bool,
+                      micro: int) -> list[Launch]:
+    """One launch of a GEMM kernel per index of the batch dimensions past the two it walks itself."""
     outer, inner = dims[:-2], dims[-2:]
     while len(inner) < 2:
         inner.insert(0, (1, 0, 0))
     (nb0, s_a0, s_b0), (nb1, s_a1, s_b1) = inner
     nbatch = nb0 * nb1
-    micro = micro_tile(info, M, N, nbatch) if tiled else 4
-    spec = gemm_spec(elem, tiled, a_mfast, b_nfast, bias is not None, micro)
-    tail = (float(alpha), float(beta), bias[1] if bias else 0, bias[2] if bias else 0)
-    buffers = [a_arg, b_arg] + ([("in", bias[0])] if bias else []) + [y_arg]
     if tiled:
         ntiles = -(-M // (16 * micro)) * -(-N // (16 * micro)) * nbatch
         groups = max(1, min(ntiles, info.max_work_groups[0], 65535 * 16))
@@ -169,8 +220,7 @@ def gemm_steps(info: DeviceInfo, elem: str, M: int, N: int, K: int, s_am: int, s
         off_a = sum(i * d[1] for i, d in zip(index, outer))
         off_b = sum(i * d[2] for i, d in zip(index, outer))
         off_y = int(np.ravel_multi_index(index, [d[0] for d in outer])) * nbatch * M * N if outer else 0
-        args = (*buffers, M, N, K, s_am, s_ak, s_bk, s_bn, nbatch, nb1, s_a0, s_a1, s_b0, s_b1,
-                off_a, off_b, off_y, *tail)
+        args = (*buffers, M, N, K, *strides, nbatch, nb1, s_a0, s_a1, s_b0, s_b1, off_a, off_b, off_y, *tail)
         steps.append(Launch(spec, args, global_size, local))
     return steps
 
@@ -202,6 +252,7 @@ class MatMul(Op):
     name = "matmul"
     min_inputs = 2
     max_inputs = 2
+    kernel_dtypes = frozenset({"float32", "float16", "float64"})
 
     def check(self, inputs, attrs):
         if attrs:
@@ -222,31 +273,98 @@ class MatMul(Op):
     def reference_into(self, inputs, outputs, attrs):
         a, b = inputs
         y = outputs[0]
-        if a.dtype == np.float16 or a.ndim < 2 or b.ndim < 2 or not y.size:
+        if a.dtype.name in _NARROW_FLOATS or a.ndim < 2 or b.ndim < 2 or not y.size:
             return super().reference_into(inputs, outputs, attrs)
         with np.errstate(all="ignore"):
             np.matmul(a, b, out=y)
         return None
 
     def plan(self, inputs, outputs, attrs, info):
-        a, b = inputs[0].shape, inputs[1].shape
-        batch, M, N, K, _ = _matmul_shapes(self, a, b)
-        a2 = (1, a[0]) if len(a) == 1 else a
-        b2 = (b[0], 1) if len(b) == 1 else b
-        dims = []
-        rank = len(batch)
-        ab, bb = (1,) * (rank - len(a2) + 2) + a2[:-2], (1,) * (rank - len(b2) + 2) + b2[:-2]
-        sa, sb = M * K, K * N  # stride of each batch dimension, innermost first
-        strides_a, strides_b = [], []
-        for d in reversed(range(rank)):
-            strides_a.append(0 if ab[d] == 1 else sa)
-            strides_b.append(0 if bb[d] == 1 else sb)
-            sa *= ab[d]
-            sb *= bb[d]
-        for d in range(rank):
-            dims.append((batch[d], strides_a[rank - 1 - d], strides_b[rank - 1 - d]))
+        dims, M, N, K = _batch_dims(self, inputs[0].shape, inputs[1].shape)
         elem = dialect_type(inputs[0].dtype)
         return Plan(gemm_steps(info, elem, M, N, K, K, 1, N, 1, dims))
+
+
+def _batch_dims(op: Op, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[list[tuple[int, int, int]], int, int, int]:
+    """The batch dimensions of a NumPy matmul of contiguous ``a`` and ``b`` as ``gemm_steps`` takes them (size,
+    stride in A, stride in B; 0 where broadcast), and M, N, K."""
+    batch, M, N, K, _ = _matmul_shapes(op, a, b)
+    a2 = (1, a[0]) if len(a) == 1 else a
+    b2 = (b[0], 1) if len(b) == 1 else b
+    rank = len(batch)
+    ab, bb = (1,) * (rank - len(a2) + 2) + a2[:-2], (1,) * (rank - len(b2) + 2) + b2[:-2]
+    sa, sb = M * K, K * N  # stride of each batch dimension, innermost first
+    strides_a, strides_b = [], []
+    for d in reversed(range(rank)):
+        strides_a.append(0 if ab[d] == 1 else sa)
+        strides_b.append(0 if bb[d] == 1 else sb)
+        sa *= ab[d]
+        sb *= bb[d]
+    dims = [(batch[d], strides_a[rank - 1 - d], strides_b[rank - 1 - d]) for d in range(rank)]
+    return dims, M, N, K
+
+
+#: integer operand types of matmul_integer and conv_integer
+INTEGER_OPERANDS = ("int8", "uint8", "int16", "uint16")
+
+
+def zero_point_stride(op: Op, zp: TensorType, n: int, what: str) -> int:
+    """0 for a zero point of one element, 1 for one of ``n`` (per row, column or channel); InvalidArgument
+    naming the op otherwise."""
+    if zp.size == 1 and len(zp.shape) <= 1:
+        return 0
+    if zp.shape == (n,):
+        return 1
+    raise op.error(f"{what} must be a scalar or have shape ({n},), got {zp.shape}")
+
+
+@register
+class MatMulInteger(Op):
+    """matmul_integer(a, b, a_zero_point, b_zero_point): int32 ``(a - a_zero_point) @ (b - b_zero_point)``
+    (ONNX MatMulInteger), accumulated exactly.
+
+    a and b are 8- or 16-bit integers (NumPy matmul shapes: 1-D operands, broadcast batches); each zero
+    point has its operand's dtype and is a scalar, or per row of a (shape (M,)) / per column of b ((N,)).
+    """
+
+    name = "matmul_integer"
+    min_inputs = 4
+    max_inputs = 4
+
+    def check(self, inputs, attrs):
+        if attrs:
+            raise self.error(f"unknown attribute(s) {sorted(attrs)}; it takes none")
+        a, b, za, zb = inputs
+        for t, what in ((a, "a"), (b, "b")):
+            if t.dtype.name not in INTEGER_OPERANDS:
+                raise self.error(f"{what} must be one of {list(INTEGER_OPERANDS)}, got {t.dtype}")
+        for z, t, what in ((za, a, "a_zero_point"), (zb, b, "b_zero_point")):
+            if z.dtype != t.dtype:
+                raise self.error(f"{what} must have its operand's dtype {t.dtype}, got {z.dtype}")
+        _, M, N, _, _ = _matmul_shapes(self, a.shape, b.shape)
+        zero_point_stride(self, za, M, "a_zero_point")
+        zero_point_stride(self, zb, N, "b_zero_point")
+        return {}
+
+    def infer(self, inputs, attrs):
+        return [TensorType.of(_matmul_shapes(self, inputs[0].shape, inputs[1].shape)[4], np.int32)]
+
+    def reference(self, inputs, attrs):
+        a, b, za, zb = inputs
+        fa = a.astype(np.float64) - za.astype(np.float64).reshape((-1, 1) if za.size > 1 else ())
+        fb = b.astype(np.float64) - zb.astype(np.float64).reshape((-1,) if zb.size > 1 else ())
+        return [np.rint(np.matmul(fa, fb)).astype(np.int32)]  # exact: products and sums below 2**53
+
+    def unsupported(self, inputs, attrs, info):
+        return device_gap(self, [*inputs, *self.infer(inputs, attrs)], info)
+
+    def plan(self, inputs, outputs, attrs, info):
+        a, b, za, zb = inputs
+        dims, M, N, K = _batch_dims(self, a.shape, b.shape)
+        s_za = zero_point_stride(self, za, M, "a_zero_point")
+        s_zb = zero_point_stride(self, zb, N, "b_zero_point")
+        return Plan(integer_gemm_steps(info, dialect_type(a.dtype), dialect_type(b.dtype), M, N, K, K, 1, N, 1,
+                                       dims, s_za, s_zb))
 
 
 # -- gemm ----------------------------------------------------------------------------------------------
@@ -260,6 +378,7 @@ class Gemm(Op):
     name = "gemm"
     min_inputs = 2
     max_inputs = 3
+    kernel_dtypes = frozenset({"float32", "float16", "float64"})
 
     def check(self, inputs, attrs):
         extra = set(attrs) - {"alpha", "beta", "transA", "transB"}
@@ -308,7 +427,7 @@ class Gemm(Op):
 
     def reference_into(self, inputs, outputs, attrs):
         y = outputs[0]
-        if inputs[0].dtype == np.float16 or not y.size:
+        if inputs[0].dtype.name in _NARROW_FLOATS or not y.size:
             return super().reference_into(inputs, outputs, attrs)
         a = inputs[0].T if attrs["transA"] else inputs[0]
         b = inputs[1].T if attrs["transB"] else inputs[1]

@@ -741,9 +741,7 @@ class DepthToSpace(Movement):
         refuse_unknown(self, attrs, ["blocksize", "mode"])
         shape = inputs[0].shape
         bs = _blocksize(self, attrs, shape)
-        mode = attrs.get("mode", "DCR")
-        if mode not in ("DCR", "CRD"):
-            raise self.error(f"mode must be 'DCR' or 'CRD', got {mode!r}")
+        mode = _mode(self, attrs)
         if shape[1] % (bs * bs):
             raise self.error(f"channels ({shape[1]}) are not a multiple of blocksize² ({bs * bs})")
         return {"blocksize": bs, "mode": mode}
@@ -772,25 +770,39 @@ class DepthToSpace(Movement):
         return permuted_copy(self, inputs[0].dtype, shape, perm, info)
 
 
+def _mode(op: Op, attrs: dict[str, Any]) -> str:
+    mode = attrs.get("mode", "DCR")
+    if isinstance(mode, bytes):
+        mode = mode.decode(errors="replace")
+    if mode not in ("DCR", "CRD"):
+        raise op.error(f"mode must be 'DCR' or 'CRD', got {mode!r}")
+    return mode
+
+
 @register
 class SpaceToDepth(Movement):
-    """space_to_depth(x, blocksize): (N, C, H, W) -> (N, C·bs², H/bs, W/bs) (ONNX order)."""
+    """space_to_depth(x, blocksize, mode=DCR|CRD): (N, C, H, W) -> (N, C·bs², H/bs, W/bs).
+
+    DCR (ONNX's only order before opset 28) puts the block offset before the channel in the output channel
+    index, CRD (opset 28) after it: the inverses of depth_to_space's modes.
+    """
 
     name = "space_to_depth"
 
     def check(self, inputs, attrs):
-        refuse_unknown(self, attrs, ["blocksize"])
+        refuse_unknown(self, attrs, ["blocksize", "mode"])
         shape = inputs[0].shape
         bs = _blocksize(self, attrs, shape)
         if shape[2] % bs or shape[3] % bs:
             raise self.error(f"H and W ({shape[2]}, {shape[3]}) are not multiples of blocksize {bs}")
-        return {"blocksize": bs}
+        return {"blocksize": bs, "mode": _mode(self, attrs)}
 
     @staticmethod
     def _view(shape, attrs):
         b, c, h, w = shape
         bs = attrs["blocksize"]
-        return (b, c, h // bs, bs, w // bs, bs), (0, 3, 5, 1, 2, 4)
+        perm = (0, 3, 5, 1, 2, 4) if attrs["mode"] == "DCR" else (0, 1, 3, 5, 2, 4)
+        return (b, c, h // bs, bs, w // bs, bs), perm
 
     def infer(self, inputs, attrs):
         b, c, h, w = inputs[0].shape

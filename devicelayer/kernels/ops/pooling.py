@@ -1,4 +1,5 @@
-"""Pooling: max_pool, average_pool (1-D/2-D/3-D, ONNX MaxPool/AveragePool) and the global pools.
+"""Pooling: max_pool (and max_pool_with_indices), average_pool, lp_pool (1-D/2-D/3-D, ONNX MaxPool/AveragePool/
+LpPool), max_unpool (ONNX MaxUnpool) and the global pools.
 
 Windowed pools run one kernel that treats every input as 3-D spatial (missing
 dims have size 1, kernel 1, stride 1, no padding), one output element per work
@@ -28,7 +29,8 @@ from ...errors import UnsupportedOp
 from ...info import DeviceInfo
 from ..dialect import KernelSpec, Param, dialect_type
 from ..op import Launch, Op, Plan, TensorType, groups_for, local_1d, parallel, register
-from .movement import int_attr, ints_attr, refuse_unknown
+from ..render import lacks
+from .movement import copy_type, int_attr, ints_attr, refuse_unknown
 from .windows import padded, rows, runs, windows
 
 _AUTO_PAD = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
@@ -63,6 +65,31 @@ def _acc_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.float32) if dtype == np.float16 else dtype
 
 
+def _lowest(dtype: np.dtype) -> float:
+    """The value that never wins a max in ``dtype``: -inf, or an integer type's minimum."""
+    return -np.inf if dtype.kind == "f" else float(np.iinfo(dtype).min)
+
+
+def _powered(x: np.ndarray, p: int) -> np.ndarray:
+    """``|x| ** p`` in x's accumulation dtype (an Lp pool sums these)."""
+    x = x.astype(_acc_dtype(x.dtype), copy=False)
+    with np.errstate(all="ignore"):
+        return x * x if p == 2 else np.abs(x) ** x.dtype.type(p)
+
+
+def _root(pooled: np.ndarray, p: int, out: np.ndarray | None = None) -> np.ndarray:
+    """``pooled ** (1 / p)`` (into ``out`` when given)."""
+    out = np.empty(pooled.shape, pooled.dtype) if out is None else out
+    with np.errstate(all="ignore"):
+        if p == 1:
+            np.copyto(out, pooled)
+        elif p == 2:
+            np.sqrt(pooled, out=out)
+        else:
+            np.power(pooled, 1.0 / p, out=out)
+    return out
+
+
 class _Pool(Op):
     """Shared checks of the windowed pools."""
 
@@ -71,13 +98,16 @@ class _Pool(Op):
 
     kind = ""
     extra_attrs: tuple[str, ...] = ()
+    #: integer dtypes the pool takes besides the floats
+    int_dtypes: tuple[str, ...] = ()
 
     def check(self, inputs: Sequence[TensorType], attrs: dict[str, Any]) -> dict[str, Any]:
         refuse_unknown(self, attrs, ["kernel_shape", "strides", "pads", "dilations", "ceil_mode", "auto_pad",
                                      *self.extra_attrs])
         x = inputs[0]
-        if x.dtype.kind != "f":
-            raise self.error(f"needs a floating-point input, got {x.dtype}")
+        if x.dtype.kind != "f" and x.dtype.name not in self.int_dtypes:
+            allowed = f" or one of {list(self.int_dtypes)}" if self.int_dtypes else ""
+            raise self.error(f"needs a floating-point input{allowed}, got {x.dtype}")
         if not 3 <= len(x.shape) <= 5:
             raise self.error(f"needs an (N, C, spatial...) input with 1 to 3 spatial dims, got {x.shape}")
         nd = len(x.shape) - 2
@@ -154,7 +184,7 @@ class _Pool(Op):
                  for b, n, e, o, st, kk, dd in zip(begins, x.shape[2:], ends, out, s, k, d)]
         xp = np.ascontiguousarray(padded(x.astype(_acc_dtype(x.dtype), copy=False), begins,
                                          [r - b - n for r, b, n in zip(reach, begins, x.shape[2:])],
-                                         -np.inf if self.kind == "max" else 0.0))
+                                         _lowest(x.dtype) if self.kind == "max" else 0.0))
         return xp, begins, out
 
     def _divisors(self, x: np.ndarray, attrs: dict[str, Any], begins: Sequence[int], ends: Sequence[int],
@@ -173,7 +203,7 @@ class _Pool(Op):
         return div
 
     def reference(self, inputs, attrs):
-        x = inputs[0]
+        x = _powered(inputs[0], attrs["p"]) if self.kind == "lp" else inputs[0]
         k, s, d = attrs["kernel_shape"], attrs["strides"], attrs["dilations"]
         begins, ends, out = self.geometry(x.shape[2:], attrs)
         acc_t = _acc_dtype(x.dtype)
@@ -199,7 +229,9 @@ class _Pool(Op):
                 acc /= np.maximum(div, 1).astype(acc_t)
                 if not div.all():  # windows with no element to count give 0
                     acc[np.broadcast_to(div == 0, acc.shape)] = 0
-        return [acc.astype(x.dtype, copy=False)]
+        if self.kind == "lp":
+            acc = _root(acc, attrs["p"])
+        return [acc.astype(inputs[0].dtype, copy=False)]
 
     def reference_into(self, inputs, outputs, attrs):
         x, y = inputs[0], outputs[0]
@@ -218,14 +250,16 @@ class _Pool(Op):
         each pass over the whole flattened image at once (``_flat``); strided pools reduce every axis but the
         last by strided slices, then the last one flat, keeping every stride-th result."""
         k, s, d = attrs["kernel_shape"], attrs["strides"], attrs["dilations"]
-        xp, begins, out = self._padded(x, attrs)
+        xp, begins, out = self._padded(_powered(x, attrs["p"]) if self.kind == "lp" else x, attrs)
         combine = np.maximum if self.kind == "max" else np.add
         divisor = self._divisor(x, attrs, begins, out, y.dtype) if self.kind == "avg" else None
         if all(st == 1 for st in s):
             pooled = _flat(xp, k, d, out, combine)
         else:
             pooled = self._strided(xp, k, s, d, out, combine)
-        if divisor is None:
+        if self.kind == "lp":
+            _root(pooled, attrs["p"], y)
+        elif divisor is None:
             np.copyto(y, pooled)
         else:
             with np.errstate(all="ignore"):
@@ -283,27 +317,59 @@ class _Pool(Op):
         pb, pe = three(begins, 0), three(ends, 0)
         elem = dialect_type(x.dtype)
         n = outputs[0].size
-        args: list[Any] = [("in", 0), ("out", 0), n, *spatial, *out, *three(attrs["kernel_shape"], 1),
-                           *three(attrs["strides"], 1), *pb, *three(attrs["dilations"], 1)]
-        if self.kind == "avg":
-            args += [s + e for s, e in zip(spatial, pe)] + [int(attrs["count_include_pad"])]
+        args: list[Any] = [("in", 0), *[("out", j) for j in range(len(outputs))], n, *spatial, *out,
+                           *three(attrs["kernel_shape"], 1), *three(attrs["strides"], 1), *pb,
+                           *three(attrs["dilations"], 1)]
+        args += self.extra_args(attrs, spatial, pe)
+        spec = _pool_spec(self.kind, elem, self.variant(attrs), _lowest(x.dtype))
         local = local_1d(info)
-        return Plan([Launch(_pool_spec(self.kind, elem), tuple(args), groups_for(n, local, info), (local,))])
+        return Plan([Launch(spec, tuple(args), groups_for(n, local, info), (local,))])
+
+    def variant(self, attrs: dict[str, Any]) -> str:
+        """Which form of the pool's kernel a call needs (the Lp pool's p, the max pool's indices)."""
+        return ""
+
+    def extra_args(self, attrs: dict[str, Any], spatial: Sequence[int], ends: Sequence[int]) -> list[Any]:
+        """Scalars the pool's kernel takes after the window's."""
+        return []
 
 
-def _pool_spec(kind: str, elem: str) -> KernelSpec:
-    names = ["n", "D", "H", "W", "OD", "OH", "OW", "KD", "KH", "KW", "SD", "SH", "SW", "PD", "PH", "PW",
-             "DD", "DH", "DW"]
-    if kind == "avg":
+_WINDOW_SCALARS = ("n", "D", "H", "W", "OD", "OH", "OW", "KD", "KH", "KW", "SD", "SH", "SW", "PD", "PH", "PW",
+                   "DD", "DH", "DW")
+
+
+def _pool_spec(kind: str, elem: str, variant: str, lowest: float) -> KernelSpec:
+    """The windowed pool kernel: ``kind`` max, avg or lp; ``variant`` "indices" (max: the Indices output too),
+    or the Lp pool's p ("1", "2", "p": any, as the scalar ``pw``)."""
+    names = list(_WINDOW_SCALARS)
+    floats: list[str] = []
+    outs = [Param("y", "T", "out")]
+    if kind == "max":
+        init = "-DL_INF" if lowest == -np.inf else f"CAST(ACC, {lowest})"
+        if variant == "indices":
+            names.append("col")
+            outs.append(Param("idx", "i64", "out"))
+            step = ("if (at < 0 || v > acc) {\n                        acc = v;\n"
+                    "                        at = col != 0 ? id + (ih + iw * H) * D : (id * H + ih) * W + iw;\n"
+                    "                    }")
+            init += "; int at = -1"
+        else:
+            step = "acc = dl_max(acc, v);"
+    elif kind == "avg":
         names += ["ED", "EH", "EW", "cip"]
-    step = "acc = dl_max(acc, v);" if kind == "max" else "acc = acc + v; cnt++;"
+        init, step = "CAST(ACC, 0.0f); int cnt = 0", "acc = acc + v; cnt++;"
+    else:
+        if variant == "p":
+            floats.append("pw")
+        power = {"1": "dl_abs(v)", "2": "v * v"}.get(variant, "dl_pow(dl_abs(v), CAST(ACC, pw))")
+        init, step = "CAST(ACC, 0.0f)", f"acc = acc + {power};"
     body = f"""    FOR_EACH(i, n) {{
         int ow = i % OW; int t = i / OW;
         int oh = t % OH; t = t / OH;
         int od = t % OD; int nc = t / OD;
         int d0 = od * SD - PD; int h0 = oh * SH - PH; int w0 = ow * SW - PW;
         int base = nc * D * H * W;
-        ACC acc = {"-DL_INF" if kind == "max" else "CAST(ACC, 0.0f)"};{"" if kind == "max" else " int cnt = 0;"}
+        ACC acc = {init};
         for (int kd = 0; kd < KD; kd++) {{
             int id = d0 + kd * DD;
             if (id < 0 || id >= D) continue;
@@ -320,7 +386,13 @@ def _pool_spec(kind: str, elem: str) -> KernelSpec:
         }}
 """
     if kind == "max":
-        body += "        y[i] = FROM_ACC(acc);\n    }"
+        body += "        y[i] = FROM_ACC(acc);\n"
+        if variant == "indices":
+            body += "        idx[i] = at < 0 ? CAST(i64, -1) : CAST(i64, base) + CAST(i64, at);\n"
+        body += "    }"
+    elif kind == "lp":
+        root = {"1": "acc", "2": "dl_sqrt(acc)"}.get(variant, "dl_pow(acc, CAST(ACC, 1.0f) / CAST(ACC, pw))")
+        body += f"        y[i] = FROM_ACC({root});\n    }}"
     else:
         body += """        int dv = cnt;
         if (cip != 0) {
@@ -332,26 +404,107 @@ def _pool_spec(kind: str, elem: str) -> KernelSpec:
         }
         y[i] = FROM_ACC(dv > 0 ? acc / CAST(ACC, dv) : CAST(ACC, 0.0f));
     }"""
-    params = (Param("x", "T", "in"), Param("y", "T", "out"), *[Param(nm, "int", "scalar") for nm in names])
-    return KernelSpec(f"pool_{kind}_{elem}", params, body, elem=elem)
+    params = (Param("x", "T", "in"), *outs, *[Param(nm, "int", "scalar") for nm in names],
+              *[Param(nm, "float", "scalar") for nm in floats])
+    return KernelSpec(f"pool_{kind}{variant}_{elem}", params, body, elem=elem)
 
 
 @register
 class MaxPool(_Pool):
-    """max_pool(x, kernel_shape, strides, pads, dilations, ceil_mode, auto_pad, storage_order): ONNX MaxPool.
+    """max_pool(x, kernel_shape, strides, pads, dilations, ceil_mode, auto_pad, storage_order): ONNX MaxPool's
+    Y (``max_pool_with_indices`` gives Indices too; storage_order only orders those).
 
-    Only the Y output: no Indices, so storage_order is accepted and has no effect.
+    Floats, and int8/uint8 (padding is the type's minimum, never the max of a window that has an element).
     """
 
     name = "max_pool"
     kind = "max"
     extra_attrs = ("storage_order",)
+    int_dtypes = ("int8", "uint8")
+    kernel_dtypes = frozenset({"float32", "float16", "float64", "int8", "uint8"})
 
     def check_extra(self, checked, attrs):
         order = int_attr(self, attrs, "storage_order", 0)
         if order not in (0, 1):
             raise self.error(f"storage_order must be 0 or 1, got {order}")
-        return checked  # storage_order only orders the Indices output, which this op does not produce
+        return {**checked, "storage_order": order}
+
+
+@register
+class MaxPoolWithIndices(MaxPool):
+    """max_pool_with_indices(x, ...) -> (Y, Indices): ONNX MaxPool with its second output.
+
+    Indices (int64) are flat positions in x of each window's maximum: the first element met in row-major
+    window order, replaced by each later one greater than it (a NaN met first stays, as in the spec's
+    reference); storage_order 1 numbers each image's positions column-major (the
+    first spatial axis fastest).  A window with no input element gives -1.
+    """
+
+    name = "max_pool_with_indices"
+
+    def infer(self, inputs, attrs):
+        y = super().infer(inputs, attrs)[0]
+        return [y, TensorType.of(y.shape, np.int64)]
+
+    def reference(self, inputs, attrs):
+        x = inputs[0]
+        k, s, d = attrs["kernel_shape"], attrs["strides"], attrs["dilations"]
+        begins, _, out = self.geometry(x.shape[2:], attrs)
+        xp = self._padded(x, attrs)[0]
+        win = windows(xp, k, s, d, out)  # (N, C, *k, *out)
+        nk, nd = len(k), len(out)
+        flat = win.reshape(win.shape[:2] + (-1,) + tuple(out))
+        # each axis's input coordinate of every kernel position of every window; positions outside the input
+        # (padding) never win, then the first valid one (every value -inf or NaN) when no value beat the padding
+        coords = [np.arange(o)[None, :] * st - b + np.arange(kk)[:, None] * dd
+                  for o, st, b, kk, dd in zip(out, s, begins, k, d)]
+        valid = np.ones(tuple(k) + tuple(out), bool)
+        for a, (c, size) in enumerate(zip(coords, x.shape[2:])):
+            shape = [1] * (nk + nd)
+            shape[a], shape[nk + a] = c.shape
+            valid &= ((c >= 0) & (c < size)).reshape(shape)
+        valid = valid.reshape((-1,) + tuple(out))
+        with np.errstate(invalid="ignore"):
+            keyed = np.where(valid & ~np.isnan(flat), flat, -np.inf) if x.dtype.kind == "f" else flat
+        best = np.argmax(keyed, axis=2)
+        first_valid = np.argmax(valid, axis=0)
+        top = np.take_along_axis(keyed, best[:, :, None], axis=2)[:, :, 0]
+        beaten = top > (-np.inf if x.dtype.kind == "f" else _lowest(x.dtype))
+        best_valid = np.take_along_axis(np.broadcast_to(valid, flat.shape), best[:, :, None], axis=2)[:, :, 0]
+        pick = np.where(beaten | best_valid, best, first_valid[None, None])
+        if x.dtype.kind == "f":  # a NaN met first is kept: nothing compares greater than it
+            first = np.take_along_axis(flat, np.broadcast_to(first_valid, pick.shape)[:, :, None], axis=2)[:, :, 0]
+            pick = np.where(np.isnan(first), first_valid[None, None], pick)
+        y = np.take_along_axis(flat, pick[:, :, None], axis=2)[:, :, 0]
+        kpos = np.unravel_index(pick, tuple(k))
+        grids = np.meshgrid(*[np.arange(o) for o in out], indexing="ij")
+        pos = [g * st - b + kp * dd for g, st, b, kp, dd in zip(grids, s, begins, kpos, d)]
+        spatial = x.shape[2:]
+        order = range(nd) if attrs["storage_order"] == 0 else reversed(range(nd))
+        index = np.zeros(pick.shape, np.int64)
+        for a in order:
+            index = index * spatial[a] + pos[a]
+        planes = np.arange(x.shape[0] * x.shape[1], dtype=np.int64).reshape(x.shape[:2] + (1,) * nd)
+        index += planes * int(np.prod(spatial, dtype=np.int64))
+        empty = ~valid.any(axis=0)
+        if empty.any():
+            index[:, :, empty] = -1
+        return [y.astype(x.dtype), index]
+
+    def reference_into(self, inputs, outputs, attrs):
+        return Op.reference_into(self, inputs, outputs, attrs)
+
+    def unsupported(self, inputs, attrs, info):
+        why = super().unsupported(inputs, attrs, info)
+        if why is None and "int64" not in info.dtypes:
+            return f"{info.id} has no int64"
+        return why
+
+    def variant(self, attrs):
+        return "indices"
+
+    def extra_args(self, attrs, spatial, ends):
+        return [attrs["storage_order"]]
 
 
 @register
@@ -370,6 +523,140 @@ class AveragePool(_Pool):
         if cip not in (0, 1):
             raise self.error(f"count_include_pad must be 0 or 1, got {cip}")
         return {**checked, "count_include_pad": cip}
+
+    def extra_args(self, attrs, spatial, ends):
+        return [s + e for s, e in zip(spatial, ends)] + [int(attrs["count_include_pad"])]
+
+
+@register
+class LpPool(_Pool):
+    """lp_pool(x, kernel_shape, strides, pads, dilations, ceil_mode, auto_pad, p=2): ONNX LpPool,
+    ``(sum over the window of |x| ** p) ** (1 / p)``; padding adds nothing."""
+
+    name = "lp_pool"
+    kind = "lp"
+    extra_attrs = ("p",)
+
+    def check_extra(self, checked, attrs):
+        p = int_attr(self, attrs, "p", 2)
+        if p < 1:
+            raise self.error(f"p must be >= 1, got {p}")
+        return {**checked, "p": p}
+
+    def unsupported(self, inputs, attrs, info):
+        why = super().unsupported(inputs, attrs, info)
+        if why is None and info.kernel_language != "python":
+            code = "dl_pow(" if self.variant(attrs) == "p" else ""
+            lacking = lacks(code, info.kernel_language, dialect_type(inputs[0].dtype))
+            if lacking:
+                return f"{self.name}: {lacking}"
+        return why
+
+    def variant(self, attrs):
+        return str(attrs["p"]) if attrs["p"] in (1, 2) else "p"
+
+    def extra_args(self, attrs, spatial, ends):
+        return [float(attrs["p"])] if self.variant(attrs) == "p" else []
+
+
+@register
+class MaxUnpool(Op):
+    """max_unpool(x, indices, kernel_shape, strides, pads, output_shape): ONNX MaxUnpool.
+
+    Each x value lands at its flat index in a zero tensor of the shape MaxPool's input had ((in - 1) *
+    stride - pads + kernel per spatial axis); a larger ``output_shape`` (full, N and C included) holds that
+    tensor in its leading corner, as the spec's reference places it.  Indices outside it are ignored;
+    repeated ones keep one of their values.
+    """
+
+    name = "max_unpool"
+    min_inputs = 2
+    max_inputs = 2
+    kernel_dtypes = frozenset({"float32", "float16", "float64", "int32", "int64", "int8", "uint8", "int16",
+                               "uint16", "uint32", "uint64"})
+
+    def check(self, inputs, attrs):
+        refuse_unknown(self, attrs, ["kernel_shape", "strides", "pads", "output_shape"])
+        x, idx = inputs
+        if not 3 <= len(x.shape) <= 5:
+            raise self.error(f"needs an (N, C, spatial...) input with 1 to 3 spatial dims, got {x.shape}")
+        if idx.dtype != np.int64 or idx.shape != x.shape:
+            raise self.error(f"indices must be int64 of x's shape {x.shape}, got {idx.dtype} {idx.shape}")
+        nd = len(x.shape) - 2
+        kernel = ints_attr(self, attrs, "kernel_shape", required=True, length=nd)
+        strides = ints_attr(self, attrs, "strides", (1,) * nd, length=nd)
+        pads = ints_attr(self, attrs, "pads", (0,) * (2 * nd), length=2 * nd)
+        if min(kernel) < 1 or min(strides) < 1 or min(pads) < 0:
+            raise self.error(f"kernel_shape and strides must be >= 1 and pads >= 0, got {list(kernel)}, "
+                             f"{list(strides)}, {list(pads)}")
+        checked = {"kernel_shape": kernel, "strides": strides, "pads": pads}
+        inferred = self._inferred(x.shape, checked)
+        if min(inferred[2:]) < 1:
+            raise self.error(f"kernel, strides and pads leave no output ({inferred})")
+        shape = ints_attr(self, attrs, "output_shape", None, length=len(x.shape))
+        if shape is not None:
+            if any(a < b for a, b in zip(shape, inferred)) or tuple(shape[:2]) != tuple(inferred[:2]):
+                raise self.error(f"output_shape {list(shape)} must keep N and C and hold the unpooled "
+                                 f"shape {list(inferred)}")
+            checked["output_shape"] = shape
+        return checked
+
+    @staticmethod
+    def _inferred(shape: Sequence[int], attrs: dict[str, Any]) -> tuple[int, ...]:
+        k, s, p = attrs["kernel_shape"], attrs["strides"], attrs["pads"]
+        nd = len(k)
+        return tuple(shape[:2]) + tuple((shape[2 + i] - 1) * s[i] - p[i] - p[nd + i] + k[i] for i in range(nd))
+
+    def infer(self, inputs, attrs):
+        shape = attrs.get("output_shape") or self._inferred(inputs[0].shape, attrs)
+        return [TensorType.of(shape, inputs[0].dtype)]
+
+    def reference(self, inputs, attrs):
+        x, idx = inputs
+        inferred = self._inferred(x.shape, attrs)
+        flat = np.zeros(int(np.prod(inferred, dtype=np.int64)), x.dtype)
+        keep = (idx >= 0) & (idx < flat.size)
+        flat[idx[keep]] = x[keep]
+        y = np.zeros(self.infer([TensorType.of(x.shape, x.dtype), TensorType.of(idx.shape, idx.dtype)], attrs)[0].shape,
+                     x.dtype)
+        y[tuple(slice(0, n) for n in inferred)] = flat.reshape(inferred)
+        return [y]
+
+    def unsupported(self, inputs, attrs, info):
+        why = super().unsupported(inputs, attrs, info)
+        if why is None and info.kernel_language != "python" and copy_type(inputs[0].dtype) is None:
+            return f"{self.name} has no {info.kernel_language} kernel for {inputs[0].dtype}"
+        return why
+
+    def plan(self, inputs, outputs, attrs, info):
+        x = inputs[0]
+        nd = len(x.shape) - 2
+        pad = (1,) * (3 - nd)
+        inferred = pad + self._inferred(x.shape, attrs)[2:]
+        out = pad + outputs[0].shape[2:]
+        planes = x.shape[0] * x.shape[1]
+        ct = copy_type(x.dtype)
+        local = local_1d(info)
+        fill = KernelSpec(f"max_unpool_zero_{ct}", (Param("y", "T", "out"), Param("n", "int", "scalar")),
+                          "    FOR_EACH(i, n) {\n        y[i] = CAST(T, 0);\n    }", elem=ct)
+        body = """    const i64 S = CAST(i64, ID) * CAST(i64, IH) * CAST(i64, IW);
+    FOR_EACH(i, n) {
+        const i64 at = idx[i];
+        if (at < CAST(i64, 0) || at >= S * CAST(i64, planes)) continue;
+        const int nc = CAST(int, at / S);
+        int r = CAST(int, at - CAST(i64, nc) * S);
+        const int w = r % IW; r = r / IW;
+        const int h = r % IH; const int d = r / IH;
+        if (d < OD && h < OH && w < OW) y[((nc * OD + d) * OH + h) * OW + w] = x[i];
+    }"""
+        scatter = KernelSpec(f"max_unpool_scatter_{ct}", (Param("x", "T"), Param("idx", "i64"), Param("y", "T", "out"),
+                                                            *[Param(nm, "int", "scalar") for nm in
+                                                              ("n", "planes", "ID", "IH", "IW", "OD", "OH", "OW")]),
+                             body, elem=ct)
+        n_out, n = outputs[0].size, x.size
+        return Plan([Launch(fill, (("out", 0), n_out), groups_for(n_out, local, info), (local,)),
+                     Launch(scatter, (("in", 0), ("in", 1), ("out", 0), n, planes, *inferred, *out),
+                            groups_for(n, local, info), (local,))])
 
 
 # -- global pools ------------------------------------------------------------------------------------

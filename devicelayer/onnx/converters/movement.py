@@ -139,7 +139,7 @@ def _depth_to_space(ctx, attrs):
 
 @converter("SpaceToDepth")
 def _space_to_depth(ctx, attrs):
-    return [ctx.op("space_to_depth", [ctx.raw(0)], **pick(attrs, "blocksize"))]
+    return [ctx.op("space_to_depth", [ctx.raw(0)], **pick(attrs, "blocksize", "mode"))]
 
 
 @converter("Expand")
