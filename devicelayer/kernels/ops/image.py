@@ -157,7 +157,7 @@ class GridSample(Op):
                 weight = w if weight is None else weight * w
                 valid = ok if valid is None else valid & ok
                 index.append(idx)
-            values = x[lead[0], :, *index]  # (N, O..., C)
+            values = x[(lead[0], slice(None), *index)]  # (N, O..., C)
             y += (np.where(valid, weight, 0)[..., None] * values)
         return [np.moveaxis(y, -1, 1).astype(inputs[0].dtype)]
 

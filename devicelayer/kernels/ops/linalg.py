@@ -4,7 +4,7 @@ Einsum's repeated labels) and ``det`` (ONNX Det, by LU factorisation with partia
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided

@@ -17,7 +17,6 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ...info import DeviceInfo
 from ..dialect import KernelSpec, Param, dialect_type
 from ..op import Launch, Op, Plan, TensorType, groups_for, local_1d, register
 from .binary import MAX_RANK, _broadcast_plan, _collapsed_rank, broadcast_shape
