@@ -370,9 +370,15 @@ def test_unsupported_op_names_type_and_node():
 
 def test_unsupported_output_names_the_node():
     """BatchNormalization's running mean exists in training mode only: asked of an inference node, refused."""
+    from onnx import numpy_helper
+
     c = np.ones(3, np.float32)
-    m = make_model([node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm"])], {"x": X4}, ["y", "rm"],
-                   {"s": c, "b": c, "m": c, "v": c}, opset=15)
+    graph = helper.make_graph(
+        [node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm"])], "bn",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, X4.shape)],
+        [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None) for n in ("y", "rm")],
+        [numpy_helper.from_array(c, n) for n in "sbmv"])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])  # (shape inference would refuse it)
     with pytest.raises(dl.UnsupportedOp, match="the_batchnormalization.*output 1"):
         dlo.load(m)
 
