@@ -1,3 +1,3 @@
 """The op library: importing this package registers every op."""
 
-from . import binary, conv, elementwise, matmul, movement, normalization, pooling, reduce  # noqa: F401
+from . import binary, cast, conv, elementwise, logic, matmul, movement, normalization, pooling, reduce  # noqa: F401
