@@ -16,8 +16,7 @@ _FLOAT_MATH = ("exp", "log", "sqrt", "tanh", "floor", "ceil", "sin", "cos", "tan
                "cosh", "asinh", "acosh", "atanh", "trunc")
 #: dialect functions GLSL has no double form of (GLSL 4.50 defines its transcendental functions for float only)
 _GLSL_FLOAT_ONLY = frozenset({"dl_exp", "dl_log", "dl_tanh", "dl_sin", "dl_cos", "dl_tan", "dl_asin", "dl_acos",
-                              "dl_atan", "dl_sinh", "dl_cosh", "dl_asinh", "dl_acosh", "dl_atanh", "dl_erf", "dl_pow",
-                              "dl_fmod"})
+                              "dl_atan", "dl_sinh", "dl_cosh", "dl_asinh", "dl_acosh", "dl_atanh", "dl_erf", "dl_pow"})
 
 
 def _acc(elem: str) -> str:
@@ -83,6 +82,11 @@ __device__ __forceinline__ bool dl_isinf(float x) { return isinf(x); }
 __device__ __forceinline__ bool dl_isinf(double x) { return isinf(x); }
 __device__ __forceinline__ float dl_sign(float x) { return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x); }
 __device__ __forceinline__ double dl_sign(double x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : x); }
+double dl_fmod(double x, double y) {
+    if (isinf(y) && !isinf(x)) return x;
+    double r = fma(-y, trunc(x / y), x);
+    return (r != 0.0 && (r < 0.0) != (x < 0.0)) ? r + abs(y) * sign(x) : r;
+}
 """ + "".join(
     f"__device__ __forceinline__ float dl_{f}(float x) {{ return {f}f(x); }}\n"
     f"__device__ __forceinline__ double dl_{f}(double x) {{ return {f}(x); }}\n" for f in _FLOAT_MATH)
@@ -181,7 +185,13 @@ float dl_ceil(float x) { return ceil(x); }
 float dl_trunc(float x) { return trunc(x); }
 float dl_round(float x) { return roundEven(x); }
 float dl_sign(float x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : x); }
-float dl_fmod(float x, float y) { return x - y * trunc(x / y); }
+float dl_fmod(float x, float y) {
+    // C's fmod: x - y * trunc(x / y), the product subtracted in one rounding; a quotient rounded up to the next
+    // integer is stepped back; a finite x modulo an infinite y is x
+    if (isinf(y) && !isinf(x)) return x;
+    float r = fma(-y, trunc(x / y), x);
+    return (r != 0.0 && (r < 0.0) != (x < 0.0)) ? r + abs(y) * sign(x) : r;
+}
 """ + "".join(f"float dl_{f}(float x) {{ return {f}(x); }}\n" for f in
               ("exp", "log", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")) + r"""
 float dl_tanh(float x) {
@@ -230,6 +240,11 @@ double dl_ceil(double x) { return ceil(x); }
 double dl_trunc(double x) { return trunc(x); }
 double dl_round(double x) { return roundEven(x); }
 double dl_sign(double x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : x); }
+double dl_fmod(double x, double y) {
+    if (isinf(y) && !isinf(x)) return x;
+    double r = fma(-y, trunc(x / y), x);
+    return (r != 0.0 && (r < 0.0) != (x < 0.0)) ? r + abs(y) * sign(x) : r;
+}
 """
 
 
