@@ -193,7 +193,10 @@ float dl_fmod(float x, float y) {
     return (r != 0.0 && (r < 0.0) != (x < 0.0)) ? r + abs(y) * sign(x) : r;
 }
 """ + "".join(f"float dl_{f}(float x) {{ return {f}(x); }}\n" for f in
-              ("exp", "log", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")) + r"""
+              ("exp", "log", "sin", "cos", "tan", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")) + r"""
+// asin and acos through atan: some drivers' own are accurate to 4e-4 only
+float dl_asin(float x) { return atan(x, sqrt((1.0 - x) * (1.0 + x))); }
+float dl_acos(float x) { return atan(sqrt((1.0 - x) * (1.0 + x)), x); }
 float dl_tanh(float x) {
     // tanh through exp of a clamped argument: some drivers return NaN for large |x|
     float c = clamp(x, -15.0, 15.0);
@@ -238,7 +241,12 @@ double dl_sqrt(double x) { return sqrt(x); }
 double dl_floor(double x) { return floor(x); }
 double dl_ceil(double x) { return ceil(x); }
 double dl_trunc(double x) { return trunc(x); }
-double dl_round(double x) { return roundEven(x); }
+double dl_round(double x) {
+    // half to even by hand: some drivers' roundEven of a double rounds halves toward zero
+    if (abs(x) >= 4503599627370496.0) return x;
+    double r = floor(x + 0.5);
+    return (r - x == 0.5 && mod(r, 2.0) != 0.0) ? r - 1.0 : r;
+}
 double dl_sign(double x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : x); }
 double dl_fmod(double x, double y) {
     if (isinf(y) && !isinf(x)) return x;

@@ -34,6 +34,8 @@ class Unary(Op):
     predicate: bool = False
     #: attribute names mapped to the scalars a and b, with defaults
     params: tuple[tuple[str, float], ...] = ()
+    #: constants passed in the scalars after the attributes (a float literal would lose float64's precision)
+    constants: tuple[float, ...] = ()
     numpy: Callable[..., np.ndarray]
     #: ``numpy`` writing into ``out=`` (None: computed apart and copied)
     numpy_into: Callable[..., Any] | None = None
@@ -108,7 +110,7 @@ class Unary(Op):
              Param("n", "int", "scalar"), Param("a", scalar, "scalar"), Param("b", scalar, "scalar")),
             f"    FOR_EACH(i, n) {{\n        {self.statement(inputs[0].dtype)}\n    }}",
             elem=elem)
-        values = [attrs[name] for name, _ in self.params] + [0.0, 0.0]
+        values = [attrs[name] for name, _ in self.params] + list(self.constants) + [0.0, 0.0]
         n = inputs[0].size
         local = local_1d(info)
         return Plan([Launch(spec, (("in", 0), ("out", 0), n, float(values[0]), float(values[1])),
@@ -117,13 +119,13 @@ class Unary(Op):
 
 def unary(name: str, expr: str, numpy: Callable[..., np.ndarray], params: tuple[tuple[str, float], ...] = (),
           into: Callable[..., Any] | None = None, int_expr: str = "", bool_expr: str = "",
-          predicate: bool = False) -> None:
+          predicate: bool = False, constants: tuple[float, ...] = ()) -> None:
     """Define and register a Unary op (``into``: the NumPy form taking ``out=``; a ufunc is its own)."""
     if into is None and isinstance(numpy, np.ufunc):
         into = numpy
     cls = type(name.title().replace("_", ""), (Unary,),
                {"name": name, "expr": expr, "params": params, "int_expr": int_expr, "bool_expr": bool_expr,
-                "predicate": predicate, "numpy": staticmethod(numpy),
+                "predicate": predicate, "constants": constants, "numpy": staticmethod(numpy),
                 "numpy_into": None if into is None else staticmethod(into)})
     register(cls)
 
@@ -196,7 +198,7 @@ unary("celu", f"(dl_max({_ZERO}, v) + dl_min({_ZERO}, CAST(ACC, a) * (dl_exp(v /
 unary("sigmoid", f"({_ONE} / ({_ONE} + dl_exp(-v)))", lambda x: 1 / (1 + np.exp(-x)), into=_sigmoid_into)
 unary("hard_sigmoid", f"dl_max({_ZERO}, dl_min({_ONE}, CAST(ACC, a) * v + CAST(ACC, b)))",
       lambda x, a, b: np.clip(a * x + b, 0, 1), (("alpha", 0.2), ("beta", 0.5)))
-unary("hard_swish", f"(v * dl_max({_ZERO}, dl_min({_ONE}, v * CAST(ACC, 0.16666666666666666f) + CAST(ACC, 0.5f))))",
+unary("hard_swish", f"(v * dl_max({_ZERO}, dl_min({_ONE}, v / CAST(ACC, 6.0f) + CAST(ACC, 0.5f))))",
       _hard_swish, into=_hard_swish_into)
 unary("swish", f"(v / ({_ONE} + dl_exp(-CAST(ACC, a) * v)))", lambda x, a: x / (1 + np.exp(-a * x)),
       (("alpha", 1.0),))
@@ -207,10 +209,10 @@ unary("shrink", f"(v < -CAST(ACC, b) ? v + CAST(ACC, a) : (v > CAST(ACC, b) ? v 
       lambda x, bias, lambd: np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, 0)),
       (("bias", 0.0), ("lambd", 0.5)))
 unary("tanh", "dl_tanh(v)", np.tanh)
-unary("gelu", f"(CAST(ACC, 0.5f) * v * ({_ONE} + dl_erf(v * CAST(ACC, 0.70710678118654752f))))",
-      lambda x: 0.5 * x * (1 + _np_erf(x / np.sqrt(2).astype(x.dtype))))
-unary("gelu_tanh", f"(CAST(ACC, 0.5f) * v * ({_ONE} + dl_tanh(CAST(ACC, 0.7978845608028654f) * "
-      "(v + CAST(ACC, 0.044715f) * v * v * v))))", _gelu_tanh)
+unary("gelu", f"(CAST(ACC, 0.5f) * v * ({_ONE} + dl_erf(v * CAST(ACC, a))))",
+      lambda x: 0.5 * x * (1 + _np_erf(x / np.sqrt(2).astype(x.dtype))), constants=(math.sqrt(0.5),))
+unary("gelu_tanh", f"(CAST(ACC, 0.5f) * v * ({_ONE} + dl_tanh(CAST(ACC, a) * (v + CAST(ACC, b) * v * v * v))))",
+      _gelu_tanh, constants=(math.sqrt(2 / math.pi), 0.044715))
 unary("softplus", _SOFTPLUS, lambda x: np.logaddexp(0, x))
 unary("softsign", f"(v / ({_ONE} + dl_abs(v)))", lambda x: x / (1 + np.abs(x)))
 unary("exp", "dl_exp(v)", np.exp)
