@@ -49,6 +49,7 @@ def test_the_host_stores_every_storage_dtype():
     assert set(STORAGE) <= _host().info.dtypes
     for name in STORAGE:
         assert dtypes.dtype(name).name == name
+        assert _host().pool.host_array((2, 3), name).dtype == dtypes.dtype(name)  # memory takes the names
 
 
 @pytest.mark.parametrize("name", STORAGE)

@@ -224,9 +224,9 @@ def _still_usable(device):
 
 def _unchecked_model(nodes, inputs, opset=24):
     """A model whose graph is typed only at its inputs (no shape inference: it would refuse the misuse)."""
-    graph = helper.make_graph(nodes, "misuse",
-                              [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-                               for n, a in inputs.items()], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    typed = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+             for n, a in inputs.items()]
+    graph = helper.make_graph(nodes, "misuse", typed, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     return model

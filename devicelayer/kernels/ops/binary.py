@@ -181,7 +181,7 @@ class Binary(Op):
 
     @property
     def kinds(self) -> str:
-        """The kinds of operand the op takes ("f", "i", "b")."""
+        """The kinds of operand the op takes ("f", "i", "b"); ops whose ``compute`` writes the code set it."""
         return "".join(k for k, e in (("f", self.expr), ("i", self.int_expr), ("b", self.bool_expr)) if e)
 
     def attributes(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -324,8 +324,8 @@ class Div(Binary):
     """a / b, broadcasting; integers divide exactly, truncating toward zero (x / 0 gives 0 there)."""
 
     name = "div"
+    kinds = "fi"
     expr = "(va / vb)"
-    int_expr = "ua / ub"  # the integer form is ``compute`` (through magnitudes)
 
     def compute_numpy(self, a, b, attrs):
         return trunc_divide(a, b) if kind_of(a.dtype) == "i" else np.true_divide(a, b)
@@ -337,7 +337,9 @@ class Div(Binary):
         u = wide_unsigned(elem)
         code = int_magnitudes(elem) + f"        {u} q = ub == CAST({u}, 0) ? CAST({u}, 0) : ua / ub;\n"
         if elem in SIGNED_TYPES:
-            code += f"        y[i] = CAST(T, {negate_if(f'(a < CAST({wide(elem)}, 0)) != (b < CAST({wide(elem)}, 0))', 'q', elem)});\n"
+            w = wide(elem)
+            signs_differ = f"(a < CAST({w}, 0)) != (b < CAST({w}, 0))"
+            code += f"        y[i] = CAST(T, {negate_if(signs_differ, 'q', elem)});\n"
         else:
             code += "        y[i] = CAST(T, q);\n"
         return code
@@ -349,8 +351,7 @@ class Mod(Binary):
     ``remainder``); ``fmod=1``: the dividend's (C's ``fmod``).  An integer x mod 0 gives 0."""
 
     name = "mod"
-    expr = "dl_fmod(va, vb)"
-    int_expr = "ua % ub"  # the forms are in ``compute``
+    kinds = "fi"  # the forms are in ``compute``
 
     def attributes(self, attrs):
         extra = set(attrs) - {"fmod"}
@@ -370,7 +371,8 @@ class Mod(Binary):
     def compute(self, inputs, attrs):
         elem = dialect_type(inputs[0].dtype)
         if kind_of(inputs[0].dtype) == "f":
-            code = "        ACC va = TO_ACC(p0[o0]);\n        ACC vb = TO_ACC(p1[o1]);\n        ACC r = dl_fmod(va, vb);\n"
+            code = ("        ACC va = TO_ACC(p0[o0]);\n        ACC vb = TO_ACC(p1[o1]);\n"
+                    "        ACC r = dl_fmod(va, vb);\n")
             if not attrs["fmod"]:  # toward the divisor's sign; a zero takes the divisor's sign
                 code += ("        ACC z = CAST(ACC, 0.0f);\n"
                          "        r = (r != z && ((r < z) != (vb < z))) ? r + vb : (r == z ? (vb < z ? -z : z) : r);\n")
@@ -406,8 +408,8 @@ class Pow(Binary):
     in that float type, the result truncated toward zero as ONNX's Pow does)."""
 
     name = "pow"
-    expr = "dl_pow(va, vb)"
-    int_expr = "r"  # the integer forms are in ``compute``
+    kinds = "fi"
+    expr = "dl_pow(va, vb)"  # the integer forms are in ``compute``
 
     def check(self, inputs, attrs):
         no_attrs(self, attrs)

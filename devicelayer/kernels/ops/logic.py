@@ -65,7 +65,7 @@ class BitShift(Binary):
     shift of a negative value)."""
 
     name = "bit_shift"
-    int_expr = "r"  # the forms are in ``compute``
+    kinds = "i"  # the forms are in ``compute``
 
     def attributes(self, attrs):
         extra = set(attrs) - {"direction"}

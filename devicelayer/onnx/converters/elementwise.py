@@ -9,7 +9,7 @@ import numpy as np
 from ...dtypes import is_float
 from ...errors import UnsupportedOp
 from ..loader import Context, np_dtype
-from .base import Tensor, converter, CONVERTERS, pick, cast, scalar
+from .base import Tensor, converter, CONVERTERS, pick, scalar
 
 
 # -- unary ---------------------------------------------------------------------------------------------------------
