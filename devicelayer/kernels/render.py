@@ -82,11 +82,6 @@ __device__ __forceinline__ bool dl_isinf(float x) { return isinf(x); }
 __device__ __forceinline__ bool dl_isinf(double x) { return isinf(x); }
 __device__ __forceinline__ float dl_sign(float x) { return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x); }
 __device__ __forceinline__ double dl_sign(double x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : x); }
-double dl_fmod(double x, double y) {
-    if (isinf(y) && !isinf(x)) return x;
-    double r = fma(-y, trunc(x / y), x);
-    return (r != 0.0 && (r < 0.0) != (x < 0.0)) ? r + abs(y) * sign(x) : r;
-}
 """ + "".join(
     f"__device__ __forceinline__ float dl_{f}(float x) {{ return {f}f(x); }}\n"
     f"__device__ __forceinline__ double dl_{f}(double x) {{ return {f}(x); }}\n" for f in _FLOAT_MATH)
