@@ -215,6 +215,16 @@ def test_storage_only_casts_run_on_the_host_and_are_refused_elsewhere(device, to
     _still_usable(device)
 
 
+def test_cast_of_opset_5_names_the_type(device):
+    x = np.array([1.7, -2.5, 3.0, -0.2], np.float32)
+    model = make_model([node("Cast", ["x"], to="INT32")], {"x": x}, ["y"], opset=5)
+    plan = dlo.load(model).compile([device.id])
+    try:
+        np.testing.assert_array_equal(plan(x=x)["y"], x.astype(np.int32))
+    finally:
+        plan.release()
+
+
 # -- misuse -------------------------------------------------------------------------------------------------------
 def _still_usable(device):
     a = np.array([1, -2, 3], np.int32)

@@ -80,7 +80,15 @@ def _cast_to(ctx: Context, attrs: dict[str, Any], x: Tensor, to: np.dtype) -> Te
 
 @converter("Cast")
 def _cast_node(ctx, attrs):
-    return [_cast_to(ctx, attrs, ctx.raw(0), np_dtype(int(attrs["to"])))]
+    to = attrs["to"]
+    if isinstance(to, str):  # opset 1-5: the type's name
+        import onnx
+
+        try:
+            to = onnx.TensorProto.DataType.Value(to.upper())
+        except ValueError:
+            raise UnsupportedOp(f"Cast to {to!r}: not an ONNX element type") from None
+    return [_cast_to(ctx, attrs, ctx.raw(0), np_dtype(int(to)))]
 
 
 @converter("CastLike")
