@@ -217,7 +217,11 @@ def test_storage_only_casts_run_on_the_host_and_are_refused_elsewhere(device, to
 
 def test_cast_of_opset_5_names_the_type(device):
     x = np.array([1.7, -2.5, 3.0, -0.2], np.float32)
-    model = make_model([node("Cast", ["x"], to="INT32")], {"x": x}, ["y"], opset=5)
+    graph = helper.make_graph([node("Cast", ["x"], to="INT32")], "cast5",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, [4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 5)])
+    model.ir_version = 3
     plan = dlo.load(model).compile([device.id])
     try:
         np.testing.assert_array_equal(plan(x=x)["y"], x.astype(np.int32))
