@@ -12,6 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 from devicelayer.device import Device, Program
+from devicelayer.dtypes import EXTRA
 from devicelayer.errors import CompileError, LaunchError
 from devicelayer.events import Event, dependency_error
 from devicelayer.info import DTYPE_NAMES, DeviceInfo
@@ -52,6 +53,12 @@ def _cpu_name() -> tuple[str, str]:
     except OSError:
         pass
     return name, vendor or "unknown"
+
+
+def _host_dtypes() -> frozenset[str]:
+    """Every dtype NumPy holds here: the standard ones, and bfloat16, float8, float4, int4/int2 where ml_dtypes
+    is installed (``devicelayer.dtypes``)."""
+    return frozenset(d for d in DTYPE_NAMES if d != "bfloat16" or "bfloat16" in EXTRA) | frozenset(EXTRA)
 
 
 class HostEvent(Event):
@@ -298,7 +305,7 @@ class HostBackend(Backend):
             driver_version=f"numpy {np.__version__}", api_version=f"python {platform.python_version()}",
             kernel_language="python", memory_total=total, max_allocation=total,
             compute_units=os.cpu_count() or 1, max_work_group_size=big, max_work_item_sizes=(big, big, big),
-            subgroup_size=None, local_memory=0, dtypes=frozenset(d for d in DTYPE_NAMES if d != "bfloat16"),
+            subgroup_size=None, local_memory=0, dtypes=_host_dtypes(),
             unified_memory=True, view_alignment=1, timestamps=True,
             extras={"machine": platform.machine(), **blas_extras(), **_onednn_extras()},
         )

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from . import reclaim
+from . import dtypes, reclaim
 from .errors import InvalidArgument, OutOfMemory
 from .events import CompletedEvent, Event, check_events, dispatcher, when_all
 
@@ -17,9 +17,10 @@ if TYPE_CHECKING:
 
 
 def device_dtype(dtype: Any, where: str) -> np.dtype:
-    """``dtype`` as a NumPy dtype that device memory can hold; InvalidArgument for text, objects and non-dtypes."""
+    """``dtype`` as a NumPy dtype that device memory can hold (names of ``devicelayer.dtypes``' extra dtypes, such
+    as "bfloat16", included); InvalidArgument for text, objects and non-dtypes."""
     try:
-        dt = np.dtype(dtype)
+        dt = dtypes.dtype(dtype)
     except (TypeError, ValueError) as exc:
         raise InvalidArgument(f"{where}: {dtype!r} is not a dtype ({exc})") from None
     if dt.hasobject or dt.kind in "US":

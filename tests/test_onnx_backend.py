@@ -30,10 +30,6 @@ _MISSING_OP = "op type not in devicelayer's op library"
 EXPECTED_FAILURES: list[tuple[str, str, Any]] = [
     (r"^test_(sequence_model\d|strnorm_model_.*)_", "sequence / string ops: not tensors of numbers", None),
     (r"^test_gradient_of_add", "Gradient (ai.onnx.preview.training): training only", None),
-    (r"^test_(sign_model|shrink)_", f"Sign, Shrink: {_MISSING_OP}", None),
-    (r"^test_operator_add(_size1.*)?_broadcast_cpu|^test_operator_addconstant_cpu",
-     "float64 Add: the op library's binary kernels are float32/float16/int32/int64",
-     ("opencl", "vulkan", "cuda")),
     (r"^test_(bvlc_alexnet|vgg19|zfnet512)_", "a Gemm weight of 151-411 MB: larger than the device's largest "
                                               "buffer (lavapipe: 128 MiB maxStorageBufferRange)",
      lambda dev: (dev.info.max_allocation or 1 << 62) < 411_041_792),

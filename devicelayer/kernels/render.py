@@ -16,7 +16,7 @@ _FLOAT_MATH = ("exp", "log", "sqrt", "tanh", "floor", "ceil", "sin", "cos", "tan
                "cosh", "asinh", "acosh", "atanh", "trunc")
 #: dialect functions GLSL has no double form of (GLSL 4.50 defines its transcendental functions for float only)
 _GLSL_FLOAT_ONLY = frozenset({"dl_sin", "dl_cos", "dl_tan", "dl_asin", "dl_acos", "dl_atan", "dl_sinh", "dl_cosh",
-                              "dl_asinh", "dl_acosh", "dl_atanh", "dl_erf", "dl_fmod"})
+                              "dl_asinh", "dl_acosh", "dl_atanh", "dl_erf"})
 
 
 def _acc(elem: str) -> str:
@@ -180,9 +180,18 @@ float dl_ceil(float x) { return ceil(x); }
 float dl_trunc(float x) { return trunc(x); }
 float dl_round(float x) { return roundEven(x); }
 float dl_sign(float x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : x); }
-float dl_fmod(float x, float y) { return x - y * trunc(x / y); }
+float dl_fmod(float x, float y) {
+    // C's fmod: x - y * trunc(x / y), the product subtracted in one rounding; a quotient rounded up to the next
+    // integer is stepped back; a finite x modulo an infinite y is x
+    if (isinf(y) && !isinf(x)) return x;
+    float r = fma(-y, trunc(x / y), x);
+    return (r != 0.0 && (r < 0.0) != (x < 0.0)) ? r + abs(y) * sign(x) : r;
+}
 """ + "".join(f"float dl_{f}(float x) {{ return {f}(x); }}\n" for f in
-              ("exp", "log", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")) + r"""
+              ("exp", "log", "sin", "cos", "tan", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")) + r"""
+// asin and acos through atan: some drivers' own are accurate to 4e-4 only
+float dl_asin(float x) { return atan(x, sqrt((1.0 - x) * (1.0 + x))); }
+float dl_acos(float x) { return atan(sqrt((1.0 - x) * (1.0 + x)), x); }
 float dl_tanh(float x) {
     // tanh through exp of a clamped argument: some drivers return NaN for large |x|
     float c = clamp(x, -15.0, 15.0);
@@ -227,7 +236,12 @@ double dl_sqrt(double x) { return sqrt(x); }
 double dl_floor(double x) { return floor(x); }
 double dl_ceil(double x) { return ceil(x); }
 double dl_trunc(double x) { return trunc(x); }
-double dl_round(double x) { return roundEven(x); }
+double dl_round(double x) {
+    // half to even by hand: some drivers' roundEven of a double rounds halves toward zero
+    if (abs(x) >= 4503599627370496.0) return x;
+    double r = floor(x + 0.5);
+    return (r - x == 0.5 && mod(r, 2.0) != 0.0) ? r - 1.0 : r;
+}
 double dl_sign(double x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : x); }
 // exp, log, tanh and pow, which GLSL defines for float only, to double precision (relative error ~1e-16; pow's
 // grows with |y log x|): exp by Cody-Waite reduction to |r| <= ln2/2 and a degree-13 Taylor polynomial, log by
@@ -302,6 +316,11 @@ double dl_pow(double x, double y) {
     if (x == 0.0lf) return y == 0.0lf ? 1.0lf : (y > 0.0lf ? 0.0lf : double(DL_INF));
     if (y == 0.0lf) return 1.0lf;
     return dl_exp(y * dl_log(x));
+}
+double dl_fmod(double x, double y) {
+    if (isinf(y) && !isinf(x)) return x;
+    double r = fma(-y, trunc(x / y), x);
+    return (r != 0.0 && (r < 0.0) != (x < 0.0)) ? r + abs(y) * sign(x) : r;
 }
 """
 

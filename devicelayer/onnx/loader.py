@@ -32,13 +32,16 @@ def _onnx():
 
 
 def np_dtype(elem_type: int) -> np.dtype:
-    """NumPy dtype of an ONNX TensorProto element type (UnsupportedOp for strings and exotic floats)."""
+    """NumPy dtype of an ONNX TensorProto element type: numbers and bool, bfloat16, float8, float4, int4/int2
+    (``devicelayer.dtypes``); UnsupportedOp for strings, complex numbers and float6."""
+    from ..dtypes import is_number
+
     onnx = _onnx()
     try:
         dt = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
     except Exception:
         raise UnsupportedOp(f"ONNX element type {elem_type} has no NumPy dtype") from None
-    if dt.kind not in "biuf":
+    if not is_number(dt):
         name = onnx.TensorProto.DataType.Name(elem_type) if elem_type else "UNDEFINED"
         raise UnsupportedOp(f"ONNX element type {name} is not supported (numbers and bool only)")
     return dt

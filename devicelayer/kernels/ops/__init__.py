@@ -1,5 +1,5 @@
 """The op library: importing this package registers every op."""
 
-from . import binary, conv, elementwise, matmul, movement, normalization, pooling, reduce  # noqa: F401
+from . import binary, cast, conv, elementwise, logic, matmul, movement, normalization, pooling, reduce  # noqa: F401
 from . import attention, generate, indexing, linear_attention, losses, random, rnn, rotary, scan  # noqa: F401
 from . import image, linalg, quantize, select  # noqa: F401

@@ -7,73 +7,110 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ...dtypes import EXTRA_FLOATS
 from ...info import DeviceInfo
 from ..dialect import KernelSpec, Param, dialect_type
 from ..op import (Launch, Op, Plan, TensorType, float_attr as _float_attr, groups_for, local_1d, parallel,
                   register)
-
-_erf = np.vectorize(math.erf, otypes=[np.float64])
-
-
-def _np_erf(x: np.ndarray) -> np.ndarray:
-    return _erf(x.astype(np.float64)).astype(x.dtype)
+from ..render import lacks
+from ..special import erf as _np_erf
+from .numeric import KERNEL_DTYPES, computable, describe_kinds, kind_of, scalar_type
 
 
 class Unary(Op):
-    """An op y = f(x, a, b) applied to every element; ``a``/``b`` are its float attributes."""
+    """An op y = f(x, a, b) applied to every element; ``a``/``b`` are its float attributes.
+
+    The math is a dialect expression per kind of input: ``expr`` for floats (``v`` as ACC), ``int_expr`` for
+    integers and ``bool_expr`` for bools (``v`` as T); an empty one means the op does not take that kind.  A
+    ``predicate`` gives a bool output.
+    """
 
     pointwise = True
+    kernel_dtypes = KERNEL_DTYPES
 
-    #: dialect expression of ``v`` (the element as ACC) and scalars ``a``, ``b``
     expr: str = ""
+    int_expr: str = ""
+    bool_expr: str = ""
+    predicate: bool = False
     #: attribute names mapped to the scalars a and b, with defaults
     params: tuple[tuple[str, float], ...] = ()
+    #: constants passed in the scalars after the attributes (a float literal would lose float64's precision)
+    constants: tuple[float, ...] = ()
     numpy: Callable[..., np.ndarray]
     #: ``numpy`` writing into ``out=`` (None: computed apart and copied)
     numpy_into: Callable[..., Any] | None = None
+
+    @property
+    def kinds(self) -> str:
+        """The kinds of input the op takes ("f", "i", "b")."""
+        return "".join(k for k, e in (("f", self.expr), ("i", self.int_expr), ("b", self.bool_expr)) if e)
 
     def check(self, inputs: Sequence[TensorType], attrs: dict[str, Any]) -> dict[str, Any]:
         known = {name for name, _ in self.params}
         extra = set(attrs) - known
         if extra:
             raise self.error(f"unknown attribute(s) {sorted(extra)}; it takes {sorted(known) or 'none'}")
-        if inputs[0].dtype.kind != "f":
-            raise self.error(f"needs a floating-point input, got {inputs[0].dtype}")
+        if kind_of(inputs[0].dtype) not in self.kinds:
+            raise self.error(f"needs a {describe_kinds(self.kinds)} input, got {inputs[0].dtype}")
         return {name: _float_attr(self, attrs, name, default) for name, default in self.params}
 
     def infer(self, inputs: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
-        return [inputs[0]]
+        return [TensorType(inputs[0].shape, np.dtype(bool)) if self.predicate else inputs[0]]
+
+    def _scalars(self, dtype: np.dtype, attrs: dict[str, Any]) -> list[Any]:
+        cast = dtype.type if dtype.kind == "f" else float
+        return [cast(attrs[n]) for n, _ in self.params]
 
     def reference(self, inputs: Sequence[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:
-        x = inputs[0]
+        x = computable(inputs[0])
         with np.errstate(all="ignore"):
-            y = self.numpy(x, *[x.dtype.type(attrs[n]) for n, _ in self.params])
-        return [np.asarray(y, dtype=x.dtype)]
+            y = self.numpy(x, *self._scalars(x.dtype, attrs))
+            return [np.asarray(y).astype(self.infer([TensorType(x.shape, inputs[0].dtype)], attrs)[0].dtype,
+                                         copy=False)]
 
     def reference_into(self, inputs, outputs, attrs):
-        if self.numpy_into is None:
+        if self.numpy_into is None or inputs[0].dtype.name in EXTRA_FLOATS:
             return super().reference_into(inputs, outputs, attrs)
         x, y = inputs[0].reshape(-1), outputs[0].reshape(-1)
-        params = [x.dtype.type(attrs[n]) for n, _ in self.params]
+        params = self._scalars(x.dtype, attrs)
         into = self.numpy_into
 
         def piece(a: int, b: int) -> None:
             with np.errstate(all="ignore"):
                 into(x[a:b], *params, out=y[a:b])
-        parallel(piece, x.size, 2 * x.nbytes)
+        parallel(piece, x.size, x.nbytes + y.nbytes)
         return None
+
+    def statement(self, dtype: np.dtype) -> str:
+        """The dialect statement computing ``y[i]`` from ``x[i]``."""
+        kind = kind_of(dtype)
+        if kind == "f":
+            load, value = "ACC v = TO_ACC(x[i]);", self.expr
+        else:
+            load, value = "T v = x[i];", self.int_expr if kind == "i" else self.bool_expr
+        if self.predicate:
+            return f"{load}\n        y[i] = ({value}) ? CAST(uchar, 1) : CAST(uchar, 0);"
+        if kind == "f":
+            return f"{load}\n        y[i] = FROM_ACC({value});"
+        return f"{load}\n        y[i] = CAST(T, {value});"
+
+    def unsupported(self, inputs: Sequence[TensorType], attrs: dict[str, Any], info: DeviceInfo) -> str | None:
+        why = super().unsupported(inputs, attrs, info)
+        if why is None and info.kernel_language != "python":
+            why = lacks(self.statement(inputs[0].dtype), info.kernel_language, dialect_type(inputs[0].dtype))
+        return why
 
     def plan(self, inputs: Sequence[TensorType], outputs: Sequence[TensorType], attrs: dict[str, Any],
              info: DeviceInfo) -> Plan:
         elem = dialect_type(inputs[0].dtype)
+        scalar = scalar_type(elem)
         spec = KernelSpec(
             f"{self.name}_{elem}",
-            (Param("x", "T", "in"), Param("y", "T", "out"), Param("n", "int", "scalar"),
-             Param("a", "float", "scalar"), Param("b", "float", "scalar")),
-            "    FOR_EACH(i, n) {\n        ACC v = TO_ACC(x[i]);\n"
-            f"        y[i] = FROM_ACC({self.expr});\n    }}",
+            (Param("x", "T", "in"), Param("y", "uchar" if self.predicate else "T", "out"),
+             Param("n", "int", "scalar"), Param("a", scalar, "scalar"), Param("b", scalar, "scalar")),
+            f"    FOR_EACH(i, n) {{\n        {self.statement(inputs[0].dtype)}\n    }}",
             elem=elem)
-        values = [attrs[name] for name, _ in self.params] + [0.0, 0.0]
+        values = [attrs[name] for name, _ in self.params] + list(self.constants) + [0.0, 0.0]
         n = inputs[0].size
         local = local_1d(info)
         return Plan([Launch(spec, (("in", 0), ("out", 0), n, float(values[0]), float(values[1])),
@@ -81,13 +118,15 @@ class Unary(Op):
 
 
 def unary(name: str, expr: str, numpy: Callable[..., np.ndarray], params: tuple[tuple[str, float], ...] = (),
-          into: Callable[..., Any] | None = None) -> None:
+          into: Callable[..., Any] | None = None, int_expr: str = "", bool_expr: str = "",
+          predicate: bool = False, constants: tuple[float, ...] = ()) -> None:
     """Define and register a Unary op (``into``: the NumPy form taking ``out=``; a ufunc is its own)."""
     if into is None and isinstance(numpy, np.ufunc):
         into = numpy
-    cls = type(name.title().replace("_", ""), (Unary,), {"name": name, "expr": expr, "params": params,
-                                                        "numpy": staticmethod(numpy),
-                                                        "numpy_into": None if into is None else staticmethod(into)})
+    cls = type(name.title().replace("_", ""), (Unary,),
+               {"name": name, "expr": expr, "params": params, "int_expr": int_expr, "bool_expr": bool_expr,
+                "predicate": predicate, "constants": constants, "numpy": staticmethod(numpy),
+                "numpy_into": None if into is None else staticmethod(into)})
     register(cls)
 
 
@@ -121,46 +160,82 @@ def _sigmoid_into(x: np.ndarray, out: np.ndarray) -> None:
     np.reciprocal(out, out=out)
 
 
+def _hard_swish(x: np.ndarray) -> np.ndarray:
+    out = np.empty_like(x)
+    _hard_swish_into(x, out=out)
+    return out
+
+
+def _hard_swish_into(x: np.ndarray, out: np.ndarray) -> None:
+    """x * clip(x / 6 + 1/2, 0, 1), in ``out``."""
+    np.multiply(x, x.dtype.type(1.0 / 6.0), out=out)
+    out += x.dtype.type(0.5)
+    np.clip(out, 0, 1, out=out)
+    out *= x
+
+
 def _gelu_tanh(x: np.ndarray) -> np.ndarray:
     c = np.sqrt(2.0 / np.pi).astype(x.dtype)
     return 0.5 * x * (1 + np.tanh(c * (x + x.dtype.type(0.044715) * x ** 3)))
 
 
-unary("relu", "dl_max(v, CAST(ACC, 0.0f))", lambda x: np.maximum(x, 0), into=relu_into)
-unary("leaky_relu", "(v >= CAST(ACC, 0.0f) ? v : v * CAST(ACC, a))", lambda x, a: np.where(x >= 0, x, x * a),
+_ZERO = "CAST(ACC, 0.0f)"
+_ONE = "CAST(ACC, 1.0f)"
+_SOFTPLUS = f"(v > CAST(ACC, 20.0f) ? v : dl_log({_ONE} + dl_exp(v)))"
+_INT_ZERO = "CAST(T, 0)"
+
+unary("relu", f"dl_max(v, {_ZERO})", lambda x: np.maximum(x, 0), into=relu_into,
+      int_expr=f"(v > {_INT_ZERO} ? v : {_INT_ZERO})")
+unary("leaky_relu", f"(v >= {_ZERO} ? v : v * CAST(ACC, a))", lambda x, a: np.where(x >= 0, x, x * a),
       (("alpha", 0.01),))
-unary("elu", "(v >= CAST(ACC, 0.0f) ? v : CAST(ACC, a) * (dl_exp(v) - CAST(ACC, 1.0f)))",
+unary("elu", f"(v >= {_ZERO} ? v : CAST(ACC, a) * (dl_exp(v) - {_ONE}))",
       lambda x, a: np.where(x >= 0, x, a * (np.exp(x) - 1)), (("alpha", 1.0),))
-unary("selu", "CAST(ACC, b) * (v > CAST(ACC, 0.0f) ? v : CAST(ACC, a) * (dl_exp(v) - CAST(ACC, 1.0f)))",
+unary("selu", f"CAST(ACC, b) * (v > {_ZERO} ? v : CAST(ACC, a) * (dl_exp(v) - {_ONE}))",
       lambda x, a, g: g * np.where(x > 0, x, a * (np.exp(x) - 1)),
       (("alpha", 1.6732632423543772), ("gamma", 1.0507009873554805)))
-unary("sigmoid", "(CAST(ACC, 1.0f) / (CAST(ACC, 1.0f) + dl_exp(-v)))", lambda x: 1 / (1 + np.exp(-x)),
-      into=_sigmoid_into)
-unary("hard_sigmoid", "dl_max(CAST(ACC, 0.0f), dl_min(CAST(ACC, 1.0f), CAST(ACC, a) * v + CAST(ACC, b)))",
+unary("celu", f"(dl_max({_ZERO}, v) + dl_min({_ZERO}, CAST(ACC, a) * (dl_exp(v / CAST(ACC, a)) - {_ONE})))",
+      lambda x, a: np.maximum(0, x) + np.minimum(0, a * (np.exp(x / a) - 1)), (("alpha", 1.0),))
+unary("sigmoid", f"({_ONE} / ({_ONE} + dl_exp(-v)))", lambda x: 1 / (1 + np.exp(-x)), into=_sigmoid_into)
+unary("hard_sigmoid", f"dl_max({_ZERO}, dl_min({_ONE}, CAST(ACC, a) * v + CAST(ACC, b)))",
       lambda x, a, b: np.clip(a * x + b, 0, 1), (("alpha", 0.2), ("beta", 0.5)))
+unary("hard_swish", f"(v * dl_max({_ZERO}, dl_min({_ONE}, v / CAST(ACC, 6.0f) + CAST(ACC, 0.5f))))",
+      _hard_swish, into=_hard_swish_into)
+unary("swish", f"(v / ({_ONE} + dl_exp(-CAST(ACC, a) * v)))", lambda x, a: x / (1 + np.exp(-a * x)),
+      (("alpha", 1.0),))
+unary("mish", f"(v * dl_tanh({_SOFTPLUS}))", lambda x: x * np.tanh(np.logaddexp(0, x)))
+unary("thresholded_relu", f"(v > CAST(ACC, a) ? v : {_ZERO})", lambda x, a: np.where(x > a, x, 0),
+      (("alpha", 1.0),))
+unary("shrink", f"(v < -CAST(ACC, b) ? v + CAST(ACC, a) : (v > CAST(ACC, b) ? v - CAST(ACC, a) : {_ZERO}))",
+      lambda x, bias, lambd: np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, 0)),
+      (("bias", 0.0), ("lambd", 0.5)))
 unary("tanh", "dl_tanh(v)", np.tanh)
-unary("gelu", "(CAST(ACC, 0.5f) * v * (CAST(ACC, 1.0f) + dl_erf(v * CAST(ACC, 0.70710678118654752f))))",
-      lambda x: 0.5 * x * (1 + _np_erf(x / np.sqrt(2).astype(x.dtype))))
-unary("gelu_tanh", "(CAST(ACC, 0.5f) * v * (CAST(ACC, 1.0f) + dl_tanh(CAST(ACC, 0.7978845608028654f) * "
-      "(v + CAST(ACC, 0.044715f) * v * v * v))))", _gelu_tanh)
-unary("softplus", "(v > CAST(ACC, 20.0f) ? v : dl_log(CAST(ACC, 1.0f) + dl_exp(v)))", lambda x: np.logaddexp(0, x))
-unary("softsign", "(v / (CAST(ACC, 1.0f) + dl_abs(v)))", lambda x: x / (1 + np.abs(x)))
+unary("gelu", f"(CAST(ACC, 0.5f) * v * ({_ONE} + dl_erf(v * CAST(ACC, a))))",
+      lambda x: 0.5 * x * (1 + _np_erf(x / np.sqrt(2).astype(x.dtype))), constants=(math.sqrt(0.5),))
+unary("gelu_tanh", f"(CAST(ACC, 0.5f) * v * ({_ONE} + dl_tanh(CAST(ACC, a) * (v + CAST(ACC, b) * v * v * v))))",
+      _gelu_tanh, constants=(math.sqrt(2 / math.pi), 0.044715))
+unary("softplus", _SOFTPLUS, lambda x: np.logaddexp(0, x))
+unary("softsign", f"(v / ({_ONE} + dl_abs(v)))", lambda x: x / (1 + np.abs(x)))
 unary("exp", "dl_exp(v)", np.exp)
 unary("log", "dl_log(v)", np.log)
 unary("sqrt", "dl_sqrt(v)", np.sqrt)
-unary("reciprocal", "(CAST(ACC, 1.0f) / v)", lambda x: 1 / x)
-unary("neg", "(-v)", np.negative)
-unary("abs", "dl_abs(v)", np.abs)
+unary("reciprocal", f"({_ONE} / v)", lambda x: 1 / x)
+unary("neg", "(-v)", np.negative, int_expr="(-v)")
+unary("abs", "dl_abs(v)", np.abs, int_expr=f"(v < {_INT_ZERO} ? -v : v)")
+unary("sign", "dl_sign(v)", np.sign, int_expr=f"(v > {_INT_ZERO} ? 1 : (v < {_INT_ZERO} ? -1 : 0))")
 unary("erf", "dl_erf(v)", _np_erf)
 unary("floor", "dl_floor(v)", np.floor)
 unary("ceil", "dl_ceil(v)", np.ceil)
-unary("sin", "dl_sin(v)", np.sin)
-unary("cos", "dl_cos(v)", np.cos)
+unary("round", "dl_round(v)", np.round)
+for _f in ("sin", "cos", "tan", "sinh", "cosh", "asinh", "acosh", "atanh"):
+    unary(_f, f"dl_{_f}(v)", getattr(np, _f))
+for _f, _np_name in (("asin", "arcsin"), ("acos", "arccos"), ("atan", "arctan")):
+    unary(_f, f"dl_{_f}(v)", getattr(np, _np_name))
 
 
 @register
 class Clip(Unary):
-    """clip(x, min, max); a missing bound is unbounded."""
+    """clip(x, min, max) of a float tensor; a missing bound is unbounded (integer tensors clip through max and
+    min with bound tensors of their dtype)."""
 
     name = "clip"
     expr = "dl_min(dl_max(v, CAST(ACC, a)), CAST(ACC, b))"
@@ -170,7 +245,7 @@ class Clip(Unary):
         extra = set(attrs) - {"min", "max"}
         if extra:
             raise self.error(f"unknown attribute(s) {sorted(extra)}; it takes ['max', 'min']")
-        if inputs[0].dtype.kind != "f":
+        if kind_of(inputs[0].dtype) != "f":
             raise self.error(f"needs a floating-point input, got {inputs[0].dtype}")
         out = {}
         for name, default in self.params:
@@ -190,53 +265,6 @@ class Clip(Unary):
         return np.clip(x, lo, hi)
 
     def plan(self, inputs, outputs, attrs, info):  # float32 push constants cannot hold inf: clamp to max float
-        big = float(np.finfo(np.float32).max)
+        big = float(np.finfo(np.float64 if inputs[0].dtype == np.float64 else np.float32).max)
         attrs = {"min": max(attrs["min"], -big), "max": min(attrs["max"], big)}
         return super().plan(inputs, outputs, attrs, info)
-
-
-@register
-class Cast(Op):
-    """cast(x, to=dtype): conversion as NumPy's astype (floats to ints truncate toward zero)."""
-
-    name = "cast"
-    pointwise = True
-    kernel_dtypes = frozenset({"float32", "float16", "float64", "int32", "int64", "uint32"})
-
-    def check(self, inputs, attrs):
-        extra = set(attrs) - {"to"}
-        if extra or "to" not in attrs:
-            raise self.error("takes exactly one attribute, 'to' (a dtype)")
-        try:
-            to = np.dtype(attrs["to"])
-        except TypeError:
-            raise self.error(f"'to' is not a dtype: {attrs['to']!r}") from None
-        if to.kind not in "biuf":
-            raise self.error(f"cannot cast to {to}")
-        return {"to": to}
-
-    def infer(self, inputs, attrs):
-        return [TensorType(inputs[0].shape, attrs["to"])]
-
-    def reference(self, inputs, attrs):
-        with np.errstate(all="ignore"):
-            return [inputs[0].astype(attrs["to"])]
-
-    def unsupported(self, inputs, attrs, info):
-        why = super().unsupported(inputs, attrs, info)
-        if why is None and info.kernel_language != "python":
-            if attrs["to"].name not in self.kernel_dtypes:
-                return f"cast has no {info.kernel_language} kernel to {attrs['to']}"
-            if attrs["to"].name not in info.dtypes:
-                return f"{info.id} has no {attrs['to']}"
-        return why
-
-    def plan(self, inputs, outputs, attrs, info):
-        src, dst = dialect_type(inputs[0].dtype), dialect_type(attrs["to"])
-        via = "CAST(float, x[i])" if "f16" in (src, dst) else "x[i]"
-        spec = KernelSpec(f"cast_{src}_{dst}", (Param("x", src, "in"), Param("y", dst, "out"),
-                                                 Param("n", "int", "scalar")),
-                          f"    FOR_EACH(i, n) {{ y[i] = CAST({dst}, {via}); }}", elem=src)
-        n = inputs[0].size
-        local = local_1d(info)
-        return Plan([Launch(spec, (("in", 0), ("out", 0), n), groups_for(n, local, info), (local,))])

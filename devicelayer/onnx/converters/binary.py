@@ -1,18 +1,17 @@
-"""Broadcasting binary ONNX ops (arithmetic, variadic Max/Min/Sum/Mean), Where and PRelu."""
+"""Broadcasting binary ONNX ops (arithmetic, Mod, variadic Max/Min/Sum/Mean), Where and PRelu."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
+from ...dtypes import is_float, is_integer
 from ...errors import UnsupportedOp
 from ..loader import Context
 from .base import Tensor, converter, reshape, cast, scalar
 
 
 # -- binary --------------------------------------------------------------------------------------------------------
-def _legacy_broadcast(ctx: Context, attrs: dict[str, Any], a: Tensor, b: Tensor) -> Tensor:
+def legacy_broadcast(ctx: Context, attrs: dict[str, Any], a: Tensor, b: Tensor) -> Tensor:
     """Opset < 7 ``broadcast=1, axis=k``: B's dims line up with A's starting at ``axis``."""
     if ctx.opset < 7 and attrs.get("broadcast") and "axis" in attrs:
         ra, rb = len(a.shape), len(b.shape)
@@ -31,20 +30,17 @@ _BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow"}
 def _binary(ctx, attrs):
     op = _BINARY[ctx.node.op_type]
     a, b = ctx.raw(0), ctx.raw(1)
-    b = _legacy_broadcast(ctx, attrs, a, b)
-    if op == "pow" and b.dtype != a.dtype:
-        b = cast(ctx, b, a.dtype, "exponent")
-    if op in ("div", "pow") and a.dtype.kind in "iu":
-        # the kernels divide floats: integer Div truncates toward zero, as a cast back does
-        fa, fb = cast(ctx, a, np.float32, "a_float"), cast(ctx, b, np.float32, "b_float")
-        y = ctx.op(op, [fa, fb], "float")
-        if op == "pow":
-            y = ctx.op("add", [y, scalar(0.5, np.float32)], "round")
-            y = ctx.op("floor", [y], "floor")
-        return [cast(ctx, y, a.dtype, "")]
+    b = legacy_broadcast(ctx, attrs, a, b)
     if a.dtype.kind == "b" or b.dtype.kind == "b":
         raise UnsupportedOp(f"{ctx.node.op_type} of bool tensors")
+    if op == "pow" and b.dtype != a.dtype and not (is_integer(a.dtype) and is_float(b.dtype)):
+        b = cast(ctx, b, a.dtype, "exponent")  # an integer base keeps a float exponent: computed in float
     return [ctx.op(op, [a, b])]
+
+
+@converter("Mod")
+def _mod(ctx, attrs):
+    return [ctx.op("mod", [ctx.raw(0), ctx.raw(1)], fmod=int(attrs.get("fmod", 0)))]
 
 
 @converter("Max", "Min", "Sum", "Mean")

@@ -1,4 +1,4 @@
-"""Unary elementwise ONNX ops, Identity, Cast and CastLike, Clip."""
+"""Unary elementwise ONNX ops, Identity, Cast and CastLike, Clip, Shrink."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ from typing import Any
 
 import numpy as np
 
+from ...dtypes import is_float
 from ...errors import UnsupportedOp
 from ..loader import Context, np_dtype
-from .base import Tensor, converter, CONVERTERS, pick, cast, scalar
+from .base import Tensor, converter, CONVERTERS, pick, scalar
 
 
 # -- unary ---------------------------------------------------------------------------------------------------------
@@ -16,30 +17,23 @@ _UNARY = {
     "Relu": ("relu", ()), "Sigmoid": ("sigmoid", ()), "Tanh": ("tanh", ()), "Softsign": ("softsign", ()),
     "Softplus": ("softplus", ()), "Exp": ("exp", ()), "Log": ("log", ()), "Sqrt": ("sqrt", ()),
     "Reciprocal": ("reciprocal", ()), "Erf": ("erf", ()), "Floor": ("floor", ()), "Ceil": ("ceil", ()),
-    "Sin": ("sin", ()), "Cos": ("cos", ()), "LeakyRelu": ("leaky_relu", ("alpha",)), "Elu": ("elu", ("alpha",)),
+    "Round": ("round", ()), "Sign": ("sign", ()), "Neg": ("neg", ()), "Abs": ("abs", ()),
+    "Sin": ("sin", ()), "Cos": ("cos", ()), "Tan": ("tan", ()), "Asin": ("asin", ()), "Acos": ("acos", ()),
+    "Atan": ("atan", ()), "Sinh": ("sinh", ()), "Cosh": ("cosh", ()), "Asinh": ("asinh", ()),
+    "Acosh": ("acosh", ()), "Atanh": ("atanh", ()), "Mish": ("mish", ()), "HardSwish": ("hard_swish", ()),
+    "LeakyRelu": ("leaky_relu", ("alpha",)), "Elu": ("elu", ("alpha",)), "Celu": ("celu", ("alpha",)),
+    "ThresholdedRelu": ("thresholded_relu", ("alpha",)), "Swish": ("swish", ("alpha",)),
     "Selu": ("selu", ("alpha", "gamma")), "HardSigmoid": ("hard_sigmoid", ("alpha", "beta")),
 }
 
 
 def _unary(ctx: Context, attrs: dict[str, Any]) -> list[Tensor]:
     op, names = _UNARY[ctx.node.op_type]
-    x = ctx.raw(0)
-    if op == "relu" and x.dtype.kind in "iu":  # integer Relu: max(x, 0)
-        return [ctx.op("max", [x, scalar(0, x.dtype)])]
-    return [ctx.op(op, [x], **pick(attrs, *names))]
+    return [ctx.op(op, [ctx.raw(0)], **pick(attrs, *names))]
 
 
 for _t in _UNARY:
     CONVERTERS[_t] = _unary
-
-
-@converter("Neg", "Abs")
-def _neg_abs(ctx, attrs):
-    x = ctx.raw(0)
-    if x.dtype.kind in "iu":  # the unary kernels are float-only: compose
-        neg = ctx.op("sub", [scalar(0, x.dtype), x], "neg")
-        return [neg if ctx.node.op_type == "Neg" else ctx.op("max", [x, neg])]
-    return [ctx.op(ctx.node.op_type.lower(), [x])]
 
 
 @converter("Gelu")
@@ -50,19 +44,48 @@ def _gelu(ctx, attrs):
     return [ctx.op("gelu_tanh" if approx == "tanh" else "gelu", [ctx.raw(0)])]
 
 
+@converter("Shrink")
+def _shrink(ctx, attrs):
+    x = ctx.raw(0)
+    kw = pick(attrs, "bias", "lambd")
+    if is_float(x.dtype):
+        return [ctx.op("shrink", [x], **kw)]
+    # integers, as the function body does: the attributes cast to x's dtype, compared and added there
+    bias, lambd = scalar(kw.get("bias", 0.0), x.dtype), scalar(kw.get("lambd", 0.5), x.dtype)
+    neg_lambd = scalar(-float(kw.get("lambd", 0.5)), x.dtype)
+    low = ctx.op("where", [ctx.op("less", [x, neg_lambd], "low"), ctx.op("add", [x, bias], "plus"),
+                           scalar(0, x.dtype)], "low_where")
+    return [ctx.op("where", [ctx.op("greater", [x, lambd], "high"), ctx.op("sub", [x, bias], "minus"), low])]
+
+
 @converter("Identity")
 def _identity(ctx, attrs):
     return [ctx.raw(0)]
 
 
+def _cast_to(ctx: Context, attrs: dict[str, Any], x: Tensor, to: np.dtype) -> Tensor:
+    """``x`` as ``to``, with Cast's ``saturate`` and ``round_mode`` where they are given."""
+    if x.dtype == to:
+        return x
+    return ctx.op("cast", [x], to=to, **pick(attrs, "saturate", "round_mode"))
+
+
 @converter("Cast")
 def _cast_node(ctx, attrs):
-    return [cast(ctx, ctx.raw(0), np_dtype(int(attrs["to"])), "")]
+    to = attrs["to"]
+    if isinstance(to, str):  # opset 1-5: the type's name
+        import onnx
+
+        try:
+            to = onnx.TensorProto.DataType.Value(to.upper())
+        except ValueError:
+            raise UnsupportedOp(f"Cast to {to!r}: not an ONNX element type") from None
+    return [_cast_to(ctx, attrs, ctx.raw(0), np_dtype(int(to)))]
 
 
 @converter("CastLike")
 def _cast_like(ctx, attrs):
-    return [cast(ctx, ctx.raw(0), ctx.raw(1).dtype, "")]
+    return [_cast_to(ctx, attrs, ctx.raw(0), ctx.raw(1).dtype)]
 
 
 @converter("Clip")
@@ -76,7 +99,7 @@ def _clip(ctx, attrs):
         lo_t = ctx.raw(1) if ctx.has(1) else None
         hi_t = ctx.raw(2) if ctx.has(2) else None
     consts = all(t is None or isinstance(t, np.ndarray) for t in (lo_t, hi_t))
-    if x.dtype.kind == "f" and consts:
+    if is_float(x.dtype) and consts:
         kw = {}
         if lo_t is not None:
             kw["min"] = float(np.asarray(lo_t).reshape(-1)[0])
