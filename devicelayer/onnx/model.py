@@ -249,14 +249,15 @@ class OnnxModel:
     def _check_op_types(self, start: int) -> None:
         """UnsupportedOp for a node from ``start`` on whose op type has no converter and whose inputs are not all
         initializers (it could not be evaluated at load)."""
-        from .converters import CONVERTERS
+        from .converters import CONVERTERS, FOLDERS
 
         for k in range(start, len(self.program.nodes)):
             node = self.program.nodes[k]
             if node.domain not in ("", "ai.onnx"):
                 raise UnsupportedOp(f"node {self.program.names[k]!r} ({node.op_type}): op domain {node.domain!r} "
                                     "is not supported (only the default domain)")
-            if node.op_type not in CONVERTERS and not all(n in self.constants for n in node.input if n):
+            known = node.op_type in CONVERTERS or node.op_type in FOLDERS or node.op_type in ("Shape", "Size")
+            if not known and not all(n in self.constants for n in node.input if n):
                 raise UnsupportedOp(f"node {self.program.names[k]!r} ({node.op_type}): op type "
                                     f"{node.op_type!r} is not supported")
 
