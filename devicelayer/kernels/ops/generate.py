@@ -233,7 +233,7 @@ class OneHot(_Generate):
             raise self.error(f"indices must be numbers, got {idx.dtype}")
         if values.size != 2 or len(values.shape) != 1:
             raise self.error(f"values must be [off, on] (shape (2,)), got shape {values.shape}")
-        if values.dtype.name not in self.kernel_dtypes:
+        if values.dtype.name not in self.kernel_dtypes and values.dtype.name != "bfloat16":  # (host storage)
             raise self.error(f"values cannot be {values.dtype}")
         depth = int_attr(self, attrs, "depth")
         if depth < 1:

@@ -440,6 +440,38 @@ class Reshape(View):
 
 
 @register
+class Bitcast(View):
+    """bitcast(x, to=dtype): the same bytes read as another dtype of the same width (ONNX BitCast), no copy."""
+
+    name = "bitcast"
+
+    def check(self, inputs, attrs):
+        refuse_unknown(self, attrs, ["to"])
+        if "to" not in attrs:
+            raise self.error("needs attribute 'to' (a dtype)")
+        try:
+            to = np.dtype(attrs["to"])
+        except TypeError:
+            raise self.error(f"'to' is not a dtype: {attrs['to']!r}") from None
+        if to.itemsize != inputs[0].dtype.itemsize or to.kind not in "biuf":
+            raise self.error(f"cannot reinterpret {inputs[0].dtype} ({inputs[0].dtype.itemsize} bytes) as {to} "
+                             f"({to.itemsize} bytes): the widths must match")
+        return {"to": to}
+
+    def infer(self, inputs, attrs):
+        return [TensorType(inputs[0].shape, attrs["to"])]
+
+    def reference(self, inputs, attrs):
+        return [inputs[0].view(attrs["to"])]
+
+    def unsupported(self, inputs, attrs, info):
+        why = super().unsupported(inputs, attrs, info)
+        if why is None and attrs["to"].name not in info.dtypes:
+            return f"{info.id} has no {attrs['to'].name}"
+        return why
+
+
+@register
 class Flatten(View):
     """flatten(x, axis=1): 2-D (prod(shape[:axis]), prod(shape[axis:]))."""
 

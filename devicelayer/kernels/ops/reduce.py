@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ...dtypes import is_float
 from ...errors import UnsupportedOp
 from ...info import DeviceInfo
 from ..dialect import TYPES, KernelSpec, Param, dialect_type
@@ -134,7 +135,10 @@ def compute_type(dtype: Any) -> str:
 
 
 def compute_dtype(dtype: Any) -> np.dtype:
-    """The NumPy dtype of ``compute_type(dtype)`` (what the NumPy references compute in)."""
+    """The NumPy dtype of ``compute_type(dtype)`` (what the NumPy references compute in; float32 for bfloat16,
+    which only the host stores)."""
+    if np.dtype(dtype).name == "bfloat16":
+        return np.dtype(np.float32)
     return np.dtype(TYPES[compute_type(dtype)])
 
 
@@ -167,7 +171,7 @@ def literal(value: float | int, rt: str) -> str:
 def lowest(dtype: Any) -> float | int:
     """The smallest value of ``dtype`` (-inf for floats, 0 for bool)."""
     dtype = np.dtype(dtype)
-    if dtype.kind == "f":
+    if is_float(dtype):
         return -np.inf
     return 0 if dtype.kind == "b" else int(np.iinfo(dtype).min)
 
@@ -175,7 +179,7 @@ def lowest(dtype: Any) -> float | int:
 def highest(dtype: Any) -> float | int:
     """The largest value of ``dtype`` (inf for floats, 1 for bool)."""
     dtype = np.dtype(dtype)
-    if dtype.kind == "f":
+    if is_float(dtype):
         return np.inf
     return 1 if dtype.kind == "b" else int(np.iinfo(dtype).max)
 
@@ -223,7 +227,8 @@ class Reduce(Op):
     def check(self, inputs: Sequence[TensorType], attrs: dict[str, Any]) -> dict[str, Any]:
         known_attrs(self, attrs, ("axes", "keepdims"))
         x = inputs[0]
-        if x.dtype.name not in self.kernel_dtypes:
+        bf16 = x.dtype.name == "bfloat16" and "float32" in self.kernel_dtypes  # host storage, float32 arithmetic
+        if x.dtype.name not in self.kernel_dtypes and not bf16:
             if x.dtype.kind in "iu":
                 raise UnsupportedOp(f"{self.name} of {x.dtype} is not supported (it takes "
                                     f"{', '.join(sorted(self.kernel_dtypes))})")

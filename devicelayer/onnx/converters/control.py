@@ -135,7 +135,7 @@ def _stack(ctx: Any, parts: Sequence[Any], axis: int, suffix: str, info: Any) ->
 @converter("Scan")
 def _scan(ctx, attrs):
     if ctx.opset < 9:
-        raise UnsupportedOp("Scan of opset 8 (batched, with sequence_lens); opset 9 and later are supported")
+        return _scan8(ctx, attrs)
     body = attrs["body"]
     m = int(attrs["num_scan_inputs"])
     ins = [ctx.raw(i) for i in range(len(ctx.node.input))]
@@ -177,6 +177,51 @@ def _scan(ctx, attrs):
     for k, (acc, a, d) in enumerate(zip(per_step, out_axes, out_dirs)):
         finals.append(_stack(ctx, acc[::-1] if d else acc, a, f"scan{k}", body.output[n + k]))
     return states + finals
+
+
+def _scan8(ctx: Any, attrs: dict[str, Any]) -> list[Any]:
+    """Scan of opset 8: every input has a batch axis 0 (the scan axis of a scan input is 1), the body runs per
+    batch entry; sequence_lens, when given, must be the full length (ragged batches are refused)."""
+    body = attrs["body"]
+    ins = [ctx.raw(i) for i in range(1, len(ctx.node.input))]
+    m = int(attrs["num_scan_inputs"])
+    n = len(ins) - m
+    dirs = [int(d) for d in attrs.get("directions", [0] * m)]
+    if n < 0 or len(dirs) != m:
+        raise GraphError(f"Scan: {len(ins)} inputs after sequence_lens for num_scan_inputs={m} and {len(dirs)} "
+                         "directions")
+    batch = ins[0].shape[0] if ins else 0
+    steps = ins[n].shape[1] if m else 0
+    if ctx.has(0):
+        lens = ctx.need_const(0, "Scan's sequence_lens")
+        if np.any(lens != steps):
+            raise UnsupportedOp(f"Scan of opset 8 with sequence_lens {lens.tolist()} shorter than the {steps} steps")
+    if batch * steps * max(len(body.node), 1) > MAX_INLINE_NODES:
+        raise UnsupportedOp(f"Scan of opset 8 over {batch} x {steps} steps (more than inlining allows)")
+    k_out = len(body.output) - n
+    finals: list[list[Any]] = [[] for _ in range(n)]
+    scans: list[list[Any]] = [[] for _ in range(k_out)]
+    for b in range(batch):
+        states = [_take(ctx, x, 0, b, f"b{b}_state{j}") for j, x in enumerate(ins[:n])]
+        per_step: list[list[Any]] = [[] for _ in range(k_out)]
+        for s in range(steps):
+            bound = {body.input[j].name: states[j] for j in range(n)}
+            for j, (x, d) in enumerate(zip(ins[n:], dirs)):
+                row = _take(ctx, x, 0, b, f"b{b}_s{s}_row{j}")
+                bound[body.input[n + j].name] = _take(ctx, row, 0, steps - 1 - s if d else s, f"b{b}_s{s}_in{j}")
+            try:
+                outs = inline(ctx, body, f"b{b}_step{s}", bound)
+            except _Stop as stop:
+                raise UnsupportedOp(f"Scan of opset 8 whose body needs run-time values ({stop})") from None
+            states = outs[:n]
+            for acc, y in zip(per_step, outs[n:]):
+                acc.append(y)
+        for acc, st in zip(finals, states):
+            acc.append(st)
+        for k, acc in enumerate(per_step):
+            scans[k].append(_stack(ctx, acc, 0, f"b{b}_scan{k}", body.output[n + k]))
+    return ([_stack(ctx, acc, 0, f"state{j}", body.output[j]) for j, acc in enumerate(finals)]
+            + [_stack(ctx, acc, 0, f"scan{k}", body.output[n + k]) for k, acc in enumerate(scans)])
 
 
 def _take(ctx: Any, x: Any, axis: int, index: int, suffix: str) -> Any:

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ...dtypes import is_float
-from ...errors import UnsupportedOp
+from ...errors import GraphError, UnsupportedOp
 from ..loader import Context, np_dtype
 from .base import Tensor, converter, CONVERTERS, pick, scalar
 
@@ -114,3 +114,12 @@ def _clip(ctx, attrs):
     if hi_t is not None:
         y = ctx.op("min", [y, hi_t], "max")
     return [y]
+
+
+@converter("SwiGLU")
+def _swiglu(ctx, attrs):
+    """Swish_alpha(A) * B: the gate's Swish fused with nothing else, then the product."""
+    a, b = ctx.raw(0), ctx.raw(1)
+    if tuple(a.shape) != tuple(b.shape):
+        raise GraphError(f"SwiGLU's gate {tuple(a.shape)} and value {tuple(b.shape)} must have one shape")
+    return [ctx.op("mul", [ctx.op("swish", [a], "gate", alpha=float(attrs.get("alpha", 1.0))), b])]

@@ -67,7 +67,7 @@ def _slice(ctx, attrs):
 def _pad(ctx, attrs):
     x = ctx.raw(0)
     mode = attrs.get("mode", "constant")
-    if mode not in ("constant", "edge", "reflect"):
+    if mode not in ("constant", "edge", "reflect", "wrap"):
         raise UnsupportedOp(f"Pad mode {mode!r}")
     kw: dict[str, Any] = {"mode": mode}
     if ctx.opset < 11:
@@ -163,3 +163,14 @@ def _tile(ctx, attrs):
         if r != 1:
             y = ctx.op("concat", [y] * r, f"axis{axis}", axis=axis)
     return [y]
+
+
+@converter("BitCast")
+def _bitcast(ctx, attrs):
+    from ..loader import np_dtype
+
+    x = ctx.raw(0)
+    to = np_dtype(int(attrs["to"]))
+    if isinstance(x, np.ndarray):
+        return [x.view(to)] if x.dtype.itemsize == to.itemsize else [ctx.op("bitcast", [x], to=to)]
+    return [ctx.op("bitcast", [x], to=to)]
