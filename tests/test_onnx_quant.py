@@ -411,9 +411,17 @@ def test_misuse_is_a_typed_error_naming_the_node(name, nd, inputs, inits, opset,
     np.testing.assert_array_equal(_run(model, case.inputs, device)["y"], want["y"])
 
 
-def test_runtime_parameters_are_refused_naming_them():
-    """Parameters read with need_const (until plans are specialised per value): the node and the input named."""
-    model = make_model([node("Col2Im", ["x", "i", "k"])], {"x": f32(1, 4, 16), "i": np.array([5, 5]),
-                                                            "k": np.array([2, 2])}, ["y"], opset=18)
-    with pytest.raises(dl.UnsupportedOp, match="the_col2im.*image_shape"):
-        dlo.load(model)
+def test_parameters_given_at_run_time_specialise_the_plan_per_value(device):
+    """Col2Im's image and block shapes as graph inputs: read on the host, one specialisation per value."""
+    x = f32(1, 4, 16)
+    model = make_model([node("Col2Im", ["x", "i", "k"])], {"x": x, "i": np.array([5, 5]), "k": np.array([2, 2])},
+                       ["y"], opset=18)
+    plan = dlo.load(model).compile([device.id])
+    for image in ([5, 5], [9, 3], [5, 5]):  # 4 x 4 and 8 x 2 blocks of 2 x 2
+        feeds = {"x": x, "i": np.array(image), "k": np.array([2, 2])}
+        want = onnxruntime_run(model, feeds)["y"] if image == [5, 5] else None
+        got = plan(**feeds)["y"]
+        assert got.shape == (1, 1, *image)
+        if want is not None:
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert plan.cache_info()["misses"] == 2

@@ -106,8 +106,9 @@ class Stage:
         self.pinned: set[str] = set(pinned)
         self.segments: collections.OrderedDict[tuple, Segment] = collections.OrderedDict()
 
-    def segment(self, values: Mapping[str, Any]) -> tuple[Segment, dict[str, np.ndarray]]:
-        """The segment for these values (built on a miss) and the pinned values it was built with."""
+    def segment(self, values: Mapping[str, Any], pin: bool = True) -> tuple[Segment, dict[str, np.ndarray]]:
+        """The segment for these values (built on a miss) and the pinned values it was built with; with ``pin``
+        False, PinInputs where the stage needs the contents of an input it has not pinned yet."""
         owner = self.owner
         while True:
             pinned = {n: owner.host_value(values[n], f"input {n!r} of a stage") for n in sorted(self.pinned)
@@ -122,6 +123,8 @@ class Stage:
                 t0 = time.perf_counter()
                 spec = self.builder(values, pinned)
             except PinInputs as need:
+                if not pin:
+                    raise
                 unknown = [n for n in need.names if n not in values]
                 if unknown or set(need.names) <= self.pinned:
                     raise GraphError(f"a stage asked for the values of {need.names}, which it cannot get") from None
@@ -221,6 +224,21 @@ class DynamicPlan:
         """Specialise (and cache) the first segment for inputs like these, without running it."""
         values = self._check_inputs(inputs)
         self.root.segment(values)
+
+    def prepare_declared(self) -> bool:
+        """Specialise the first segment for the inputs' declared shapes when every dimension is fixed and no input's
+        contents are needed (the errors of placement and compilation then come at compile time, not at the first
+        run); False where that cannot be done ahead."""
+        values = {}
+        for spec in self.inputs:
+            if spec.kind != "tensor" or spec.dims is None or not all(isinstance(d, int) for d in spec.dims):
+                return False
+            values[spec.name] = np.zeros(spec.dims, spec.dtype)
+        try:
+            self.root.segment(values, pin=False)
+        except PinInputs:
+            return False
+        return True
 
     # -- running ----------------------------------------------------------------------------------
     def __call__(self, profile: bool = False, **inputs: Any) -> dict[str, Any]:

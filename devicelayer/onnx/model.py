@@ -265,10 +265,13 @@ class OnnxModel:
     def compile(self, devices: Any = "auto", placement: Mapping[str, Any] | None = None, strict: bool = False,
                 policy: str = "fill", record: bool = True, cache_size: int = 16) -> DynamicPlan:
         """A plan for every input shape the model allows: specialised on the first run with a new signature of
-        input shapes (and cached: at most ``cache_size`` per stage, least recently used out).  ``devices``,
+        input shapes (and cached: at most ``cache_size`` per stage, least recently used out); a model whose input
+        shapes are all fixed is specialised now.  ``devices``,
         ``placement``, ``strict``, ``policy`` and ``record`` as for ``Graph.compile``."""
-        return DynamicPlan(self.builder(0, [s.name for s in self.inputs], {}), self.inputs, self.output_names,
+        plan = DynamicPlan(self.builder(0, [s.name for s in self.inputs], {}), self.inputs, self.output_names,
                            devices, placement, strict, policy, record, cache_size, self.name)
+        plan.prepare_declared()  # a model of fixed shapes is placed and compiled now, as Graph.compile does
+        return plan
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{s.name}: {s.dims if s.kind == 'tensor' else s.kind}" for s in self.inputs)

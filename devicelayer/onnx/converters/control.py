@@ -248,20 +248,21 @@ class SubgraphDriver:
         self.owner, self.graph, self.kind = ctx.owner, graph, kind
         self.node = ctx.node
         self.name = f"{ctx.node_name}/{tag}"
-        self.outer = sorted(n for n in subgraph_reads(graph) if n in ctx.env)
+        outer = sorted(n for n in subgraph_reads(graph) if n in ctx.env)
+        # what the walk knows on the host is fixed for this specialisation; the rest comes in at run time
+        self.constants = {n: ctx.env[n] for n in outer if isinstance(ctx.env[n], np.ndarray)}
+        self.runtime = [n for n in outer if n not in self.constants]
         self.plan: Any = None
 
     def _plan(self, values: dict[str, Any], parent: Any) -> Any:
         if self.plan is None:
             from ..model import OnnxModel
 
-            constants = {n: values[n] for n in self.outer if isinstance(values.get(n), np.ndarray)}
-            runtime = [n for n in self.outer if n not in constants]
+            constants, runtime = self.constants, self.runtime
             specs = [InputSpec(i.name, None, None, "optional") for i in self.graph.input]
             specs += [InputSpec(n, None, None, "optional") for n in runtime]
             model = OnnxModel.subgraph(self.graph, self.owner, specs, constants, self.name)
             self.plan = model.compile(parent.devices, **parent.options)
-            self.runtime = runtime
         return self.plan
 
     def __call__(self, values: dict[str, Any], parent: Any) -> list[Any]:
