@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from devicelayer.device import Device, Program
+from devicelayer.dlpack import DLDeviceType
 from devicelayer.errors import (BackendUnavailable, CompileError, DeviceLayerError, InvalidArgument, LaunchError,
                                 OutOfMemory)
 from devicelayer.events import Event
@@ -559,6 +560,11 @@ class VulkanPool(MemoryPool):
 
     def _copy(self, dst: Buffer, src: Buffer, waits: list[Event]) -> Event:
         return self.device.copy(dst, src)
+
+    def dlpack_device(self) -> tuple[int, int]:
+        """kDLVulkan; no DLPack consumer can address a buffer of devicelayer's VkDevice, so nothing exports it
+        (``dlpack_address`` refuses, saying how to copy)."""
+        return (DLDeviceType.kDLVulkan, self.device.info.index)
 
     def host_array(self, shape: Any, dtype: Any = np.float32) -> np.ndarray:
         """Host-visible Vulkan memory as a NumPy array: transfers to and from it are one GPU copy, no memcpy."""
