@@ -39,6 +39,7 @@ class _Binding:
     value: Any = None  # Tensor, NumPy array or DLPack producer
     device: Device | None = None  # an output bound to a device (made there by the run)
     owned: bool = False  # ``value`` is a Tensor this binding made (raw memory): freed with the binding
+    readonly: bool = False  # the memory may not be written
 
 
 def _element_type(element_type: Any) -> np.dtype:
@@ -122,7 +123,7 @@ class IOBinding:
             binding = _Binding(device=device_named(device_type, device_id))
         else:
             binding = self._memory(device_type, device_id, element_type, shape, buffer_ptr, "output")
-            if isinstance(binding.value, Tensor) and binding.value.readonly:
+            if binding.readonly:
                 raise InvalidArgument(f"bind_output: output {name!r} is bound to read-only memory")
         self._set(self._outputs, name, binding)
 
@@ -200,7 +201,9 @@ class IOBinding:
             result = tensor(np.asarray(result), dev or self.session.plan.devices[0])
         if binding is None or binding.value is None:
             return self._place_tensor(result, binding, keep)
-        dest = self._take(binding.value, taken)
+        dest = binding.value if isinstance(binding.value, Tensor) else self._wrap(binding.value, taken)
+        if dest.readonly:
+            raise InvalidArgument(f"output {name!r} is bound to read-only memory")
         if dest.shape != result.shape or dest.dtype != result.dtype:
             raise InvalidArgument(f"output {name!r} is {result.shape} {result.dtype}; the memory bound to it is "
                                   f"{dest.shape} {dest.dtype}")
@@ -221,11 +224,14 @@ class IOBinding:
             t.free()
         return moved
 
+    @classmethod
+    def _take(cls, value: Any, taken: list[Tensor]) -> Any:
+        """A bound input as the plan takes it: a Tensor or NumPy array as is, a DLPack array wrapped afresh."""
+        return value if isinstance(value, (Tensor, np.ndarray)) else cls._wrap(value, taken)
+
     @staticmethod
-    def _take(value: Any, taken: list[Tensor]) -> Any:
-        """A bound value as the plan takes it: a DLPack array wrapped afresh (its producer's work ordered first)."""
-        if isinstance(value, (Tensor, np.ndarray)):
-            return value
+    def _wrap(value: Any, taken: list[Tensor]) -> Tensor:
+        """A DLPack array as a Tensor, taken again for this run (its producer's pending work ordered first)."""
         t = from_dlpack(value)
         taken.append(t)
         return t
@@ -237,12 +243,13 @@ class IOBinding:
             return _Binding(_raw_tensor(value, device_id, element_type, shape, buffer_ptr), owned=True)
         if isinstance(value, Tensor):
             value.buffer.check_alive(f"bind_{what}")
-            return _Binding(value)
+            return _Binding(value, readonly=value.readonly)
         if isinstance(value, np.ndarray) and what == "input":
             return _Binding(value)
         if hasattr(value, "__dlpack__"):
-            from_dlpack(value).free()  # checks now that devicelayer can take it (no copy is made)
-            return _Binding(value)
+            probe = from_dlpack(value)  # checks now that devicelayer can take it (no copy is made)
+            probe.free()
+            return _Binding(value, readonly=probe.readonly)
         raise InvalidArgument(f"bind_{what}: expected a Tensor, a DLPack array or (device_type, device_id, "
                               f"element_type, shape, buffer_ptr), got {type(value).__name__}")
 

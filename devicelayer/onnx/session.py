@@ -130,13 +130,38 @@ def _type_name(type_proto: Any) -> str:
     return "unknown"
 
 
-def _node_arg(value_info: Any) -> NodeArg:
+def _node_arg(value_info: Any, names: set[str] | None = None) -> NodeArg:
+    """The NodeArg of a ValueInfo; a dim_param outside ``names`` (one shape inference made up) reads as None."""
     t = value_info.type
     shape: list[Any] = []
     if t.WhichOneof("value") == "tensor_type" and t.tensor_type.HasField("shape"):
         for d in t.tensor_type.shape.dim:
-            shape.append(int(d.dim_value) if d.HasField("dim_value") else d.dim_param if d.dim_param else None)
+            if d.HasField("dim_value"):
+                shape.append(int(d.dim_value))
+            else:
+                shape.append(d.dim_param if d.dim_param and (names is None or d.dim_param in names) else None)
     return NodeArg(value_info.name, shape, _type_name(t))
+
+
+def _dim_names(value_infos: Any) -> set[str]:
+    return {d.dim_param for vi in value_infos if vi.type.WhichOneof("value") == "tensor_type"
+            for d in vi.type.tensor_type.shape.dim if d.dim_param}
+
+
+def _outputs_typed(proto: Any) -> list[Any]:
+    """The graph's outputs, each with the shape ONNX's shape inference gives it where the model declares none
+    (onnxruntime describes outputs after inference too)."""
+    import onnx
+
+    declared = list(proto.graph.output)
+    if all(vi.type.WhichOneof("value") != "tensor_type" or vi.type.tensor_type.HasField("shape") for vi in declared):
+        return declared
+    try:
+        inferred = {vi.name: vi for vi in onnx.shape_inference.infer_shapes(proto).graph.output}
+    except Exception:  # noqa: BLE001 - inference is a nicety here; the declared types stand
+        return declared
+    return [inferred.get(vi.name, vi) if vi.type.WhichOneof("value") == "tensor_type"
+            and not vi.type.tensor_type.HasField("shape") else vi for vi in declared]
 
 
 class InferenceSession:
@@ -158,7 +183,8 @@ class InferenceSession:
         initializers = {i.name for i in proto.graph.initializer}
         declared = {vi.name: vi for vi in proto.graph.input if vi.name not in initializers}
         self._inputs = [_node_arg(declared[spec.name]) for spec in self._model.inputs]
-        self._outputs = [_node_arg(vi) for vi in proto.graph.output]
+        names = _dim_names([*proto.graph.input, *proto.graph.output, *proto.graph.value_info])
+        self._outputs = [_node_arg(vi, names) for vi in _outputs_typed(proto)]
         self._start_ns = time.time_ns()
         self._plan: Any = None
         self.set_providers(providers, provider_options)
