@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import ctypes
 import enum
+from collections.abc import Sequence
 from ctypes import POINTER, Structure, c_int32, c_int64, c_uint8, c_uint16, c_uint32, c_uint64, c_void_p
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -169,8 +170,8 @@ class Managed:
     elements (None: compact row-major).
     """
 
-    __slots__ = ("_address", "_versioned", "_released", "device", "data", "byte_offset", "shape", "strides",
-                 "dtype", "readonly", "copied", "__weakref__")
+    __slots__ = ("__weakref__", "_address", "_released", "_versioned", "byte_offset", "copied", "data", "device",
+                 "dtype", "readonly", "shape", "strides")
 
     def __init__(self, address: int, versioned: bool) -> None:
         self._address, self._versioned, self._released = address, versioned, False
@@ -218,7 +219,7 @@ class Managed:
     def __del__(self) -> None:
         try:
             self.release()
-        except Exception:  # noqa: BLE001 - a deleter failing at shutdown must not raise from __del__
+        except Exception:  # noqa: BLE001, S110 - a deleter failing at shutdown must not raise from __del__
             pass
 
     def __repr__(self) -> str:
@@ -326,7 +327,7 @@ class Foreign:
     """Whose memory a buffer wraps (``Buffer.foreign``): the DLPack device it was exported from, the producing
     library's name, and the consumed capsule, released when the last reference to the memory goes."""
 
-    __slots__ = ("device", "owner_name", "managed")
+    __slots__ = ("device", "managed", "owner_name")
 
     def __init__(self, device: Sequence[int], owner_name: str, managed: Any) -> None:
         self.device = (int(device[0]), int(device[1]))

@@ -51,7 +51,7 @@ def dlpack_device(t: Tensor) -> tuple[DLDeviceType | int, int]:
 class _Export:
     """Owner of an exported tensor until its consumer lets go: ``done`` completes then (so ``free`` waits)."""
 
-    __slots__ = ("tensor", "done", "free_after")
+    __slots__ = ("done", "free_after", "tensor")
 
     def __init__(self, t: Tensor, free_after: bool = False) -> None:
         self.tensor = t
@@ -73,7 +73,7 @@ class _Export:
 
         try:
             dispatcher.post(finish)
-        except Exception:  # noqa: BLE001 - interpreter shutdown
+        except Exception:  # noqa: BLE001, S110 - interpreter shutdown: nothing is left to release
             pass
 
 
@@ -106,10 +106,16 @@ def export(t: Tensor, stream: Any, max_version: Any, dl_device: Any, copy: Any) 
     target = own if dl_device is None else _as_dl_device(dl_device)
     pool = t.device.pool
     if tuple(target) == tuple(own) or (target == _HOST and pool.maps_host_memory):
+        pool.dlpack_address(t.buffer)  # DLPackError (saying how to copy) where no consumer can address it
         source = t if not copy else _duplicate(t)
-        pool.dlpack_sync(source.ready, stream)
-        data, offset = pool.dlpack_address(source.buffer)
-        owner = _Export(source, free_after=source is not t)
+        try:
+            pool.dlpack_sync(source.ready, stream)
+            data, offset = pool.dlpack_address(source.buffer)
+            owner = _Export(source, free_after=source is not t)
+        except BaseException:
+            if source is not t:
+                source.free()
+            raise
         return make_capsule(data, offset, t.shape, t.dtype, target, owner, versioned,
                             readonly=t.readonly and not copy, copied=source is not t)
     if target != _HOST:

@@ -14,7 +14,7 @@ import pytest
 import devicelayer as dl
 from devicelayer.dlpack import DLDeviceType
 
-CUDA = [d for d in dl.devices() if tuple(d.pool.dlpack_device())[0] == DLDeviceType.kDLCUDA]
+CUDA = [d for d in dl.devices() if d.pool.dlpack_device()[0] == DLDeviceType.kDLCUDA]
 pytestmark = pytest.mark.skipif(not CUDA, reason="no CUDA device")
 N = 1 << 20
 #: clock cycles a producer kernel spins before writing (about 0.1-0.2 s on a current GPU)

@@ -4,7 +4,6 @@ bad input refused naming the input or output; providers; IOBinding on every devi
 from __future__ import annotations
 
 import json
-import warnings
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ from devicelayer.onnx.testing import make_model, scaled_error
 
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper  # noqa: E402
+from onnx import TensorProto, helper
 
 RUNTIMES = [pytest.param(ort, id="onnxruntime"), pytest.param(dlort, id="devicelayer")]
 
@@ -176,7 +175,7 @@ def test_cuda_provider_maps_to_the_first_cuda_device_or_is_skipped_as_onnxruntim
     if _has(dl.DLDeviceType.kDLCUDA):
         sess = dlort.InferenceSession(data, providers=providers)
         assert sess.get_providers() == providers
-        assert [d.id for d in sess.plan.devices][0] == next(
+        assert sess.plan.devices[0].id == next(
             d.id for d in dl.devices() if tuple(d.pool.dlpack_device()) == (dl.DLDeviceType.kDLCUDA, 0))
     else:
         with pytest.warns(UserWarning, match="CUDAExecutionProvider"):
@@ -194,9 +193,9 @@ def test_unknown_providers_are_errors_listing_what_exists():
     assert "CPUExecutionProvider" in str(info.value) and "'host'" in str(info.value)
     with pytest.raises(dl.InvalidArgument, match="nosuch:3"):
         dlort.InferenceSession(data, providers=["nosuch:3"])
-    with pytest.warns(UserWarning, match="OpenVINOExecutionProvider"):
-        with pytest.raises(dl.InvalidArgument, match="none of the providers"):
-            dlort.InferenceSession(data, providers=["OpenVINOExecutionProvider"])
+    with pytest.warns(UserWarning, match="OpenVINOExecutionProvider"), \
+            pytest.raises(dl.InvalidArgument, match="none of the providers"):
+        dlort.InferenceSession(data, providers=["OpenVINOExecutionProvider"])
     with pytest.raises(dl.InvalidArgument, match="provider_options"):
         dlort.InferenceSession(data, providers=["host", "CPUExecutionProvider"], provider_options=[{}])
     with pytest.raises(dl.InvalidArgument, match="device_id"):
@@ -398,7 +397,9 @@ def test_reports_and_profiling(tmp_path):
     assert memory["host"]["peak"] >= memory["host"]["lower_bound"] > 0
     assert sess.last_profile and all("device" in r for r in sess.last_profile)
     path = sess.end_profiling()
-    assert path.startswith(str(tmp_path)) and json.load(open(path))
+    assert path.startswith(str(tmp_path))
+    with open(path) as f:
+        assert json.load(f)
     sess.profiling = False
     sess.run(None, {"x": np.zeros((1, 3, 32, 32), np.float32)})
     assert "InferenceSession" in repr(sess)

@@ -11,8 +11,9 @@ that is neither a device nor a provider is an error listing what exists.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ..device import Device
 from ..dlpack import DLDeviceType
