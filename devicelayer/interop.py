@@ -121,6 +121,10 @@ def export(t: Tensor, stream: Any, max_version: Any, dl_device: Any, copy: Any) 
     if target != _HOST:
         raise DLPackError(f"{t.device.id}: a tensor in {device_name(own)} memory can be exported there or to the "
                           f"host (dl_device=(1, 0)), not to {device_name(target)}")
+    address = pool.host_address(t.buffer) if not copy else None
+    if address is not None:  # device memory the CPU addresses (a unified device's mapped memory): no copy
+        pool.dlpack_sync(t.ready, stream)
+        return make_capsule(address, 0, t.shape, t.dtype, _HOST, _Export(t), versioned, readonly=t.readonly)
     if copy is False:
         raise DLPackError(f"{t.device.id}: exporting to the host needs a copy of this {device_name(own)} memory, "
                           "and copy=False forbids it (use copy=None, tensor.to('host') or tensor.numpy())")

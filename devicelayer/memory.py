@@ -210,6 +210,11 @@ class MemoryPool:
                           f"copy it to the host instead (tensor.to('host'), tensor.numpy(), or "
                           f"np.from_dlpack(tensor, device='cpu'))")
 
+    def host_address(self, buffer: Buffer) -> int | None:
+        """The host address of ``buffer``'s bytes where the CPU reads and writes them coherently (mapped
+        device memory of a unified device), else None: a DLPack export to the host then needs no copy."""
+        return None
+
     def dlpack_stream(self) -> int | None:
         """The stream a DLPack producer is asked to order its pending work before (None: the producer finishes it)."""
         return None

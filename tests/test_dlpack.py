@@ -476,3 +476,21 @@ def test_jax_round_trip_on_the_cpu():
     np.testing.assert_array_equal(back.numpy(), np.arange(5) * 3)
     back.free()
     t.free()
+
+
+def test_mapped_device_memory_goes_to_the_host_without_a_copy(device):
+    t = dl.tensor(np.arange(6, dtype=np.float32), device)
+    t.ready.wait()
+    address = device.pool.host_address(t.buffer)
+    if device.info.backend == "host" or address is None:
+        assert device.info.backend == "host" or not getattr(device, "mapped", False)
+        t.free()
+        pytest.skip("the device's memory is not mapped into the host")
+    a = np.from_dlpack(t, device="cpu")  # a unified device's mapped memory: the same bytes, no copy
+    assert a.ctypes.data == address
+    a[2] = -3.0
+    assert t.numpy()[2] == -3.0
+    released = t.free()
+    assert not released.done  # NumPy still holds the mapped memory
+    del a
+    assert _settle(released)
