@@ -131,9 +131,9 @@ _KIND_CODES = {"i": DLDataTypeCode.kDLInt, "u": DLDataTypeCode.kDLUInt, "f": DLD
 def dl_dtype(dtype: np.dtype) -> tuple[int, int]:
     """DLPack's (code, bits) for a NumPy dtype; DLPackError for one DLPack cannot name."""
     dtype = np.dtype(dtype)
-    if dtype.name == "bfloat16":
-        return DLDataTypeCode.kDLBfloat, 16
     code = _KIND_CODES.get(dtype.kind)
+    if code is None and dtype.kind == "V" and dtype.name == "bfloat16":
+        return DLDataTypeCode.kDLBfloat, 16
     if code is None or not dtype.isnative:
         raise DLPackError(f"DLPack has no dtype for {dtype}")
     return code, dtype.itemsize * 8
@@ -283,6 +283,17 @@ def request_capsule(obj: Any, stream: Any = None, max_version: tuple[int, int] |
 
 
 # -- making a capsule -----------------------------------------------------------------------------------------------
+class _Carrier:
+    """What NumPy's exporter is handed: an array interface at the memory's address (never read), and the owner
+    the carrier array keeps as its base until the consumer calls the deleter."""
+
+    __slots__ = ("__array_interface__", "owner")
+
+    def __init__(self, data: int, shape: tuple[int, ...], typestr: str, readonly: bool, owner: Any) -> None:
+        self.__array_interface__ = {"data": (data, readonly), "shape": shape, "typestr": typestr, "version": 3}
+        self.owner = owner
+
+
 def make_capsule(data: int, byte_offset: int, shape: Sequence[int], dtype: np.dtype, device: Sequence[int],
                  owner: Any, versioned: bool, readonly: bool = False, copied: bool = False) -> Any:
     """A capsule describing memory at ``data`` (+ ``byte_offset``) of ``device``: C-contiguous ``shape`` of
@@ -293,13 +304,8 @@ def make_capsule(data: int, byte_offset: int, shape: Sequence[int], dtype: np.dt
     """
     dtype = np.dtype(dtype)
     code, bits = dl_dtype(dtype)
-    size = int(np.prod(shape, dtype=np.int64))
     carrier_dtype = dtype if code != DLDataTypeCode.kDLBfloat else np.dtype(np.uint16)
-    raw = (c_uint8 * max(size * dtype.itemsize, 1)).from_address(data)
-    raw._owner = owner  # type: ignore[attr-defined]
-    carrier = np.frombuffer(raw, carrier_dtype, count=size).reshape(tuple(shape))
-    if readonly:
-        carrier.flags.writeable = False
+    carrier = np.asarray(_Carrier(data, tuple(shape), carrier_dtype.str, readonly, owner))
     capsule = None
     if versioned:
         try:
@@ -315,9 +321,10 @@ def make_capsule(data: int, byte_offset: int, shape: Sequence[int], dtype: np.dt
     address = _get_pointer(capsule, ctypes.addressof(name))
     struct = (DLManagedTensorVersioned if versioned else DLManagedTensor).from_address(address)
     t = struct.dl_tensor
-    t.device.device_type, t.device.device_id = int(device[0]), int(device[1])
-    t.dtype.code, t.dtype.bits, t.dtype.lanes = int(code), bits, 1
-    t.byte_offset = int(byte_offset)
+    t.device = DLDevice(int(device[0]), int(device[1]))
+    t.dtype = DLDataType(int(code), bits, 1)
+    if byte_offset:
+        t.byte_offset = int(byte_offset)
     if versioned and copied:
         struct.flags |= IS_COPIED
     return capsule

@@ -9,6 +9,7 @@ or when the memory cannot be shared (another device; a strided layout); an unask
 from __future__ import annotations
 
 import ctypes
+import math
 import sys
 import warnings
 from typing import Any
@@ -56,11 +57,11 @@ class _Export:
     def __init__(self, t: Tensor, free_after: bool = False) -> None:
         self.tensor = t
         self.free_after = free_after
-        self.done = UserEvent(f"DLPack consumer of {t!r}")
-        root = t.buffer.root
-        for key, ev in list(root._uses.items()):  # earlier consumers that let go: forget them
-            if ev.device is None and ev.done:
-                root._uses.pop(key, None)
+        self.done = UserEvent("a DLPack consumer")
+        uses = t.buffer.root._uses
+        for key, ev in list(uses.items()):  # earlier consumers that let go: forget them
+            if ev.device is None and ev._done:
+                uses.pop(key, None)
         t.buffer._track(self.done)
 
     def __del__(self) -> None:
@@ -101,6 +102,8 @@ def export(t: Tensor, stream: Any, max_version: Any, dl_device: Any, copy: Any) 
     """``Tensor.__dlpack__``: a capsule of ``t`` for a consumer on ``dl_device`` (default: where it lives)."""
     t.buffer.check_alive("__dlpack__")
     _check_copy(copy, "__dlpack__")
+    if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int)):
+        raise DLPackError(f"__dlpack__: stream must be an int or None, got {stream!r}")
     versioned = _versioned(max_version)
     own = dlpack_device(t)
     target = own if dl_device is None else _as_dl_device(dl_device)
@@ -231,7 +234,7 @@ def from_dlpack(obj: Any, device: Device | str | None = None, copy: bool | None 
         _warn_copy(f"from_dlpack: {device_name(source)} memory was copied through the host (no devicelayer device "
                    "addresses it)")
         copy = False  # the producer's copy is ours to keep
-    return _adopt(managed, _owner_name(obj), target, copy)
+    return _adopt(managed, _owner_name(obj), target, copy, home if tuple(managed.device) == source else None)
 
 
 def _device_list() -> str:
@@ -240,15 +243,16 @@ def _device_list() -> str:
     return ", ".join(d.id for d in devices())
 
 
-def _adopt(managed: Any, owner: str, target: Device | None, copy: Any) -> Tensor:
-    """A Tensor over a consumed capsule's memory, then placed on ``target`` (copied where needed)."""
-    home = _device_for(managed.device)
+def _adopt(managed: Any, owner: str, target: Device | None, copy: Any, home: Device | None = None) -> Tensor:
+    """A Tensor over a consumed capsule's memory (``home``: the device found for it, where known), then placed on
+    ``target`` (copied where needed)."""
+    home = home or _device_for(managed.device)
     if home is None:
         managed.release()
         raise DLPackError(f"from_dlpack: no devicelayer device can address {device_name(managed.device)} memory "
                           f"(devices: {_device_list()})")
     shape, dtype = managed.shape, managed.dtype
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
     if not nbytes:
         managed.release()
         return empty(shape, dtype, target or home)
