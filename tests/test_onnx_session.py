@@ -135,6 +135,16 @@ def test_calling_mistakes_are_invalid_arguments():
     assert sess.run([], feeds())[1].tolist() == [4, -3]  # [] means every output, as in onnxruntime
 
 
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_nested_lists_are_taken_as_arrays(runtime):
+    sess = runtime.InferenceSession(symbolic_model().SerializeToString(), providers=["CPUExecutionProvider"])
+    feed = feeds()
+    got = sess.run(None, {"x": feed["x"].tolist(), "k": [3, -4]})
+    want = sess.run(None, feed)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
 def test_symbolic_dimensions_must_agree_across_inputs():
     nodes = [helper.make_node("Add", ["a", "b"], ["c"])]
     model = make_model(nodes, {"a": np.zeros((2, 3), np.float32), "b": np.zeros((2, 3), np.float32)}, ["c"],

@@ -333,9 +333,16 @@ class InferenceSession:
 
         feeds: dict[str, Any] = {}
         wrapped: list[Tensor] = []
+        kinds = {spec.name: spec for spec in self._model.inputs}
         try:
             for name, x in input_feed.items():
-                if not isinstance(x, (np.ndarray, np.generic, Tensor, list, tuple)) and hasattr(x, "__dlpack__"):
+                spec = kinds.get(name)
+                if isinstance(x, (list, tuple)) and spec is not None and spec.kind == "tensor":
+                    try:  # nested lists for a tensor input, as onnxruntime takes them
+                        x = np.asarray(x, dtype=spec.dtype)
+                    except (TypeError, ValueError) as exc:
+                        raise InvalidArgument(f"input {name!r}: cannot convert to {spec.dtype}: {exc}") from None
+                elif not isinstance(x, (np.ndarray, np.generic, Tensor, list, tuple)) and hasattr(x, "__dlpack__"):
                     x = from_dlpack(x)
                     wrapped.append(x)
                 feeds[name] = x
