@@ -20,6 +20,7 @@ from .device import Device
 from .dlpack import DLDeviceType, Foreign, device_name, is_capsule, make_capsule, read_capsule, request_capsule
 from .errors import CopyWarning, DLPackError, InvalidArgument
 from .events import CompletedEvent, UserEvent, dispatcher
+from .memory import device_dtype
 from .tensors import Tensor, empty, tensor
 
 _HOST = (DLDeviceType.kDLCPU, 0)
@@ -149,7 +150,7 @@ def as_array(t: Tensor, dtype: Any, copy: Any) -> np.ndarray:
     _check_copy(copy, "__array__")
     t.buffer.check_alive("__array__")
     pool = t.device.pool
-    want = None if dtype is None else np.dtype(dtype)
+    want = None if dtype is None else device_dtype(dtype, "__array__")
     if pool.maps_host_memory and not copy:
         t.ready.wait()
         array = pool.host_view(t.buffer)[:t.nbytes].view(t.dtype).reshape(t.shape)
