@@ -166,7 +166,7 @@ def np_dtype(code: int, bits: int, lanes: int) -> np.dtype:
 class Managed:
     """A consumed capsule: what its DLTensor says, and the producer's deleter (``release()``, once).
 
-    ``data`` is the address (or handle, for OpenCL) and ``byte_offset`` the offset from it; ``strides`` are in
+    ``data`` is the address (or an opaque memory handle) and ``byte_offset`` the offset from it; ``strides`` are in
     elements (None: compact row-major).
     """
 

@@ -294,7 +294,8 @@ def _gather(managed: Any, home: Device, target: Device | None, copy: Any) -> Ten
         managed.release()
         raise DLPackError(f"from_dlpack: {where} is not C-contiguous, so it cannot be shared"
                           + ("" if home.pool.maps_host_memory else
-                             "; make it contiguous first (x.contiguous(), cupy.ascontiguousarray(x))"))
+                             "; make it contiguous in the library that owns it first (x.contiguous(), "
+                             "ascontiguousarray(x))"))
     itemsize = dtype.itemsize
     span = 1 + sum((n - 1) * abs(s) for n, s in zip(shape, managed.strides))
     low = sum((n - 1) * s for n, s in zip(shape, managed.strides) if s < 0)

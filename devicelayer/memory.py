@@ -204,8 +204,9 @@ class MemoryPool:
         return (int(device_type), int(device_id)) == tuple(self.dlpack_device())
 
     def dlpack_address(self, buffer: Buffer) -> tuple[int, int]:
-        """``(data, byte_offset)`` by which a DLPack consumer addresses ``buffer`` (a pointer, or a handle such as
-        OpenCL's ``cl_mem`` with the offset apart); DLPackError where no consumer can address this memory."""
+        """``(data, byte_offset)`` by which a DLPack consumer addresses ``buffer`` (a pointer, or an opaque memory
+        handle with the offset apart, as DLPack has it for some device types); DLPackError where no consumer can
+        address this memory."""
         raise DLPackError(f"{self.device.id}: its memory cannot be handed to another library through DLPack; "
                           f"copy it to the host instead (tensor.to('host'), tensor.numpy(), or "
                           f"np.from_dlpack(tensor, device='cpu'))")
