@@ -43,10 +43,11 @@ Kernel faults
     raises ``LaunchError`` saying so.  Only a new process recovers the GPU.
 
 DLPack
-    ``to_dlpack(buffer, dtype, shape)`` gives a zero-copy ``cupy.ndarray`` over a
-    buffer (it implements ``__dlpack__``, so ``torch.from_dlpack`` takes it);
-    ``from_dlpack(obj, device=None)`` wraps a DLPack-capable GPU array as a Buffer
-    without copying (freeing it only drops the reference).
+    The pool says what its memory is (``devicelayer/dlpack.py`` does the rest):
+    kDLCUDA device pointers; a consumer's stream is made to wait for a tensor's
+    event (``cudaStreamWaitEvent``, never the host), and producers are asked to
+    order their work before this device's stream.  Memory of other libraries
+    (kDLCUDA, kDLCUDAManaged) is wrapped as is; freeing it drops the reference.
 """
 
 from __future__ import annotations
@@ -60,8 +61,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from devicelayer.device import Device, Program
-from devicelayer.errors import BackendUnavailable, CompileError, InvalidArgument, LaunchError, OutOfMemory
-from devicelayer.events import Event
+from devicelayer.dlpack import DLDeviceType
+from devicelayer.errors import BackendUnavailable, CompileError, DLPackError, InvalidArgument, LaunchError, OutOfMemory
+from devicelayer.events import DeferredEvent, Event
 from devicelayer.info import DeviceInfo
 from devicelayer.memory import Buffer, MemoryPool
 from devicelayer.registry import Backend
@@ -177,13 +179,13 @@ class CudaEvent(Event):
 
 
 class _Foreign:
-    """Device memory owned by another library (``from_dlpack``): freeing drops the reference."""
+    """Device memory owned by another library (``from_dlpack``): freeing drops the reference to its owner."""
 
-    __slots__ = ("ptr", "array")
+    __slots__ = ("ptr", "owner")
 
-    def __init__(self, ptr: int, array: Any) -> None:
+    def __init__(self, ptr: int, owner: Any) -> None:
         self.ptr = ptr
-        self.array = array
+        self.owner = owner
 
 
 class CudaPool(MemoryPool):
@@ -223,7 +225,7 @@ class CudaPool(MemoryPool):
 
     def _release(self, handle: Any, nbytes: int) -> None:
         if type(handle) is _Foreign:
-            handle.array = None
+            handle.owner = None
             return
         handle.mem.free()  # back to the pool; the core calls this only once no work uses the buffer
         pool = self.cupy_pool
@@ -332,6 +334,46 @@ class CudaPool(MemoryPool):
                 runtime.deviceEnablePeerAccess(peer.index)  # current device is this pool's (caller's _enter)
             except _CUDA_ERRORS:
                 pass  # already enabled; memcpyPeerAsync works (staged by the driver) either way
+
+    # -- DLPack ----------------------------------------------------------------------------------
+    def dlpack_device(self) -> tuple[int, int]:
+        return (DLDeviceType.kDLCUDA, self.device.index)  # type: ignore[attr-defined]
+
+    def dlpack_accepts(self, device_type: int, device_id: int) -> bool:
+        return device_id == self.device.index and device_type in (  # type: ignore[attr-defined]
+            DLDeviceType.kDLCUDA, DLDeviceType.kDLCUDAManaged)
+
+    def dlpack_address(self, buffer: Buffer) -> tuple[int, int]:
+        return buffer.handle.ptr + buffer.offset, 0
+
+    def dlpack_stream(self) -> int:
+        """This device's stream: a producer orders its pending work before it."""
+        return self.device.stream.ptr  # type: ignore[attr-defined]
+
+    def dlpack_sync(self, ready: Event, stream: Any) -> None:
+        """Make the consumer's stream wait for ``ready`` on the device: None and 1 are the legacy default stream,
+        2 the per-thread default stream, -1 asks for no ordering, other ints are ``cudaStream_t`` handles."""
+        if stream == -1:
+            return
+        if stream is None:
+            stream = 1
+        if isinstance(stream, bool) or not isinstance(stream, int) or stream <= 0:
+            raise DLPackError(f"{self.device.id}: DLPack stream must be None, -1, 1 (legacy default), 2 (per-thread "
+                              f"default) or a cudaStream_t handle, got {stream!r} (0 is ambiguous, so disallowed)")
+        if isinstance(ready, DeferredEvent) and ready.native is not None:
+            ready = ready.native
+        if ready.done:
+            ready.wait()  # raises if the work failed
+            return
+        if type(ready) is not CudaEvent:
+            ready.wait()  # work of another backend (or not yet submitted): finish it on the host
+            return
+        dev: CudaDevice = self.device  # type: ignore[assignment]
+        with dev._enter("DLPack export"):
+            runtime.streamWaitEvent(stream, ready._nat().ptr, 0)
+
+    def wrap_foreign(self, data: int, byte_offset: int, nbytes: int, owner: Any) -> tuple[_Foreign, int]:
+        return _Foreign(data + byte_offset, owner), 0
 
     def host_array(self, shape: Any, dtype: Any = np.float32) -> np.ndarray:
         """A host array in pinned (page-locked) memory: transfers from and to it are plain async DMA."""
@@ -915,45 +957,3 @@ class CudaBackend(Backend):
 
     def unavailable_devices(self) -> list[tuple[str, str]]:
         return self._broken
-
-
-# -- DLPack ----------------------------------------------------------------------------------------
-def to_dlpack(buffer: Buffer, dtype: Any = None, shape: Any = None) -> "cupy.ndarray":
-    """A zero-copy ``cupy.ndarray`` over ``buffer`` (DLPack-capable: ``torch.from_dlpack(arr)`` works).
-
-    CuPy's current stream is made to wait for the work already queued on the
-    device, so consumers that synchronise through DLPack see finished data.
-    The array does not keep the buffer allocated: keep the buffer until done.
-    """
-    if not isinstance(buffer, Buffer) or not isinstance(buffer.pool, CudaPool):
-        raise InvalidArgument("to_dlpack: expected a buffer of a CUDA device")
-    buffer.check_alive("to_dlpack")
-    dt = np.dtype(dtype if dtype is not None else (buffer.dtype or np.uint8))
-    if buffer.nbytes % dt.itemsize:
-        raise InvalidArgument(f"to_dlpack: {buffer.nbytes} bytes is not a whole number of {dt} elements")
-    count = buffer.nbytes // dt.itemsize
-    shape = (count,) if shape is None else tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
-    if int(np.prod(shape)) != count:
-        raise InvalidArgument(f"to_dlpack: shape {shape} does not hold {count} elements")
-    dev: CudaDevice = buffer.pool.device  # type: ignore[assignment]
-    with dev._enter("to_dlpack"):
-        mem = cupy.cuda.UnownedMemory(buffer.handle.ptr + buffer.offset, buffer.nbytes, buffer, dev.index)
-        cupy.cuda.get_current_stream().wait_event(dev._mark(dev.stream))
-        return cupy.ndarray(shape, dt, cupy.cuda.MemoryPointer(mem, 0))
-
-
-def from_dlpack(obj: Any, device: "CudaDevice | str | None" = None) -> Buffer:
-    """Wrap a DLPack-capable CUDA array (CuPy, PyTorch...) as a Buffer without copying.
-
-    The buffer holds a reference to the array; ``pool.free(buffer)`` drops it.
-    Work on the array queued on other streams must be finished (or waited on) by the caller.
-    """
-    import devicelayer as dl
-
-    array = cupy.from_dlpack(obj)
-    if not array.flags.c_contiguous:
-        raise InvalidArgument("from_dlpack: the array must be C-contiguous")
-    dev = dl.device(device) if device is not None else dl.device(f"cuda:{array.device.id}")
-    if not isinstance(dev, CudaDevice) or dev.index != array.device.id:
-        raise InvalidArgument(f"from_dlpack: the array lives on cuda:{array.device.id}, not {getattr(dev, 'id', dev)}")
-    return dev.pool.adopt(_Foreign(int(array.data.ptr), array), int(array.nbytes), array.dtype)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import inspect
 import os
 import platform
@@ -12,6 +13,7 @@ from typing import Any, Callable
 import numpy as np
 
 from devicelayer.device import Device, Program
+from devicelayer.dlpack import DLDeviceType
 from devicelayer.dtypes import EXTRA
 from devicelayer.errors import CompileError, LaunchError
 from devicelayer.events import Event, dependency_error
@@ -85,6 +87,21 @@ class HostPool(MemoryPool):
     def host_view(self, buffer: Buffer) -> np.ndarray:
         buffer.check_alive("host_view")
         return self._bytes(buffer)
+
+    # DLPack: host memory is kDLCPU; pinned (page-locked) host memory of other libraries is host memory too
+    def dlpack_device(self) -> tuple[int, int]:
+        return (DLDeviceType.kDLCPU, 0)
+
+    def dlpack_accepts(self, device_type: int, device_id: int) -> bool:
+        return device_type in (DLDeviceType.kDLCPU, DLDeviceType.kDLCUDAHost, DLDeviceType.kDLROCMHost)
+
+    def dlpack_address(self, buffer: Buffer) -> tuple[int, int]:
+        return self.host_view(buffer).ctypes.data, 0
+
+    def wrap_foreign(self, data: int, byte_offset: int, nbytes: int, owner: Any) -> tuple[np.ndarray, int]:
+        raw = (ctypes.c_uint8 * nbytes).from_address(data + byte_offset)
+        raw._owner = owner  # type: ignore[attr-defined]  # the producer's memory lives while any view of it does
+        return np.frombuffer(raw, np.uint8), 0
 
     @staticmethod
     def _bytes(buffer: Buffer) -> np.ndarray:

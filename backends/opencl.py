@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from devicelayer.device import Device, Program
-from devicelayer.errors import BackendUnavailable, CompileError, InvalidArgument, LaunchError, OutOfMemory
+from devicelayer.dlpack import DLDeviceType
+from devicelayer.errors import BackendUnavailable, CompileError, DLPackError, InvalidArgument, LaunchError, OutOfMemory
 from devicelayer.events import Event
 from devicelayer.info import DeviceInfo
 from devicelayer.memory import Buffer, MemoryPool
@@ -98,6 +99,29 @@ class OpenCLPool(MemoryPool):
         return self._enqueue("copy", waits, lambda q, w: cl.enqueue_copy(
             q, dst.handle, src.handle, byte_count=src.nbytes, src_offset=src.offset, dst_offset=dst.offset,
             wait_for=w))
+
+    # DLPack: kDLOpenCL, addressed as DLPack says, by the cl_mem handle and a byte offset; another library's
+    # cl_mem is wrapped where it belongs to this device's context (the only one its queue can use)
+    def dlpack_device(self) -> tuple[int, int]:
+        return (DLDeviceType.kDLOpenCL, self.device.info.index)
+
+    def dlpack_address(self, buffer: Buffer) -> tuple[int, int]:
+        return int(buffer.handle.int_ptr), buffer.offset
+
+    def wrap_foreign(self, data: int, byte_offset: int, nbytes: int, owner: Any) -> tuple["cl.Buffer", int]:
+        dev: OpenCLDevice = self.device  # type: ignore[assignment]
+        try:
+            mem = cl.Buffer.from_int_ptr(data, retain=True)
+            context = mem.get_info(cl.mem_info.CONTEXT)
+            size = int(mem.get_info(cl.mem_info.SIZE))
+        except cl.Error as exc:
+            raise DLPackError(f"{dev.id}: the DLPack data is not a usable cl_mem ({exc})") from None
+        if context.int_ptr != dev.context.int_ptr:
+            raise DLPackError(f"{dev.id}: the cl_mem belongs to another OpenCL context, which this device's queue "
+                              "cannot use; copy it through the host")
+        if byte_offset + nbytes > size:
+            raise DLPackError(f"{dev.id}: the DLPack tensor reaches byte {byte_offset + nbytes} of a {size}-byte cl_mem")
+        return mem, byte_offset
 
     def host_array(self, shape: Any, dtype: Any = np.float32) -> np.ndarray:
         """A host array in pinned (page-locked) memory, mapped from an ALLOC_HOST_PTR buffer."""

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from devicelayer.device import Device, Program
+from devicelayer.dlpack import DLDeviceType
 from devicelayer.errors import (BackendUnavailable, CompileError, DeviceLayerError, InvalidArgument, LaunchError,
                                 OutOfMemory)
 from devicelayer.events import Event
@@ -559,6 +560,19 @@ class VulkanPool(MemoryPool):
 
     def _copy(self, dst: Buffer, src: Buffer, waits: list[Event]) -> Event:
         return self.device.copy(dst, src)
+
+    def dlpack_device(self) -> tuple[int, int]:
+        """kDLVulkan; no DLPack consumer can address a buffer of devicelayer's VkDevice, so it is exported only to
+        the host (``dlpack_address`` refuses, saying how to copy; ``host_address`` gives mapped memory)."""
+        return (DLDeviceType.kDLVulkan, self.device.info.index)
+
+    def host_address(self, buffer: Buffer) -> int | None:
+        """Where the device's memory is mapped (host-visible and coherent: unified devices), its host address."""
+        if not self.device.mapped:
+            return None
+        buffer.check_alive("host_address")
+        block, offset = self.device._where(buffer)
+        return block.addr + offset if block.addr else None
 
     def host_array(self, shape: Any, dtype: Any = np.float32) -> np.ndarray:
         """Host-visible Vulkan memory as a NumPy array: transfers to and from it are one GPU copy, no memcpy."""

@@ -22,7 +22,7 @@ from rich.table import Table
 
 import devicelayer as dl
 
-BENCHMARKS = ["launch", "bandwidth", "graph", "gemm", "conv"]
+BENCHMARKS = ["launch", "bandwidth", "graph", "gemm", "conv", "dlpack"]
 RESULTS = Path(__file__).resolve().parent / "results"
 #: environment variables that change the host's BLAS and thread pools (recorded with the results)
 THREAD_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")

@@ -26,15 +26,17 @@ def _source_tree_packages() -> None:
 _source_tree_packages()
 
 from .device import Device, Program  # noqa: E402
+from .dlpack import DLDeviceType  # noqa: E402
 from .errors import (  # noqa: E402
-    BackendUnavailable, CompileError, DeviceLayerError, DeviceNotFound, EventError, EventTimeout,
-    GraphError, InvalidArgument, LaunchError, OutOfMemory, UnsupportedOp)
+    BackendUnavailable, CompileError, CopyWarning, DeviceLayerError, DeviceNotFound, DLPackError, EventError,
+    EventTimeout, GraphError, InvalidArgument, LaunchError, OutOfMemory, UnsupportedOp)
 from .events import CompletedEvent, Event, UserEvent, when_all  # noqa: E402
 from .info import DeviceInfo  # noqa: E402
 from .memory import Buffer, MemoryPool  # noqa: E402
 from .registry import Backend, Unavailable, device, devices, reset, unavailable  # noqa: E402
 from .signature import Arg, parse_signature  # noqa: E402
 from .tensors import Tensor, empty, tensor  # noqa: E402
+from .interop import from_dlpack  # noqa: E402
 from .transfer import transfer  # noqa: E402
 
 
@@ -57,4 +59,5 @@ __all__ = [
     "GraphError", "InvalidArgument", "LaunchError", "MemoryPool", "OutOfMemory", "Program",
     "Unavailable", "UnsupportedOp", "UserEvent", "device", "devices", "parse_signature", "reset",
     "transfer", "unavailable", "when_all", "Graph", "ExecutionPlan", "ops", "Tensor", "tensor", "empty",
+    "from_dlpack", "DLDeviceType", "DLPackError", "CopyWarning",
 ]

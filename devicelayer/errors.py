@@ -49,3 +49,14 @@ class GraphError(DeviceLayerError):
 
 class UnsupportedOp(DeviceLayerError):
     """An op (or an op with these dtypes) is not supported where it was asked to run."""
+
+
+class DLPackError(InvalidArgument, BufferError):
+    """Memory cannot be exchanged through DLPack as asked; the message says how to copy it instead.
+
+    A ``BufferError`` too, as the DLPack protocol expects of a producer that cannot export.
+    """
+
+
+class CopyWarning(UserWarning):
+    """An exchange that could have shared memory copied it (a device or layout the consumer cannot take)."""

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 
 from . import dtypes, reclaim
-from .errors import InvalidArgument, OutOfMemory
+from .errors import DLPackError, InvalidArgument, OutOfMemory
 from .events import CompletedEvent, Event, check_events, dispatcher, when_all
 
 if TYPE_CHECKING:
@@ -55,7 +55,8 @@ class Buffer:
 
     # _cache (views made native: OpenCL sub-buffers) is listed before handle so that, when a Buffer dies,
     # its sub-buffers are released before its own reference to the parent allocation
-    __slots__ = ("_cache", "_uses", "pool", "nbytes", "offset", "dtype", "handle", "base", "_freed", "__weakref__")
+    __slots__ = ("_cache", "_uses", "pool", "nbytes", "offset", "dtype", "handle", "base", "_freed", "foreign",
+                 "__weakref__")
 
     def __init__(self, pool: "MemoryPool", handle: Any, nbytes: int, *, offset: int = 0,
                  base: "Buffer | None" = None, dtype: np.dtype | None = None) -> None:
@@ -68,6 +69,8 @@ class Buffer:
         self._uses: dict[int, Event] = {}
         self._freed = False
         self._cache: dict[Any, Any] = {}
+        #: for memory owned by another library (``devicelayer.from_dlpack``): its ``dlpack.Foreign`` record
+        self.foreign: Any = None
 
     @property
     def root(self) -> "Buffer":
@@ -190,6 +193,45 @@ class MemoryPool:
         """A host array that transfers to and from this device fastest (pinned where the backend can)."""
         return np.empty(check_shape(shape, "host_array"), device_dtype(dtype, "host_array"))
 
+    # -- DLPack: what this pool's memory is (``devicelayer/dlpack.py`` and ``interop.py`` do the rest) ---------
+    def dlpack_device(self) -> tuple[int, int]:
+        """The DLPack device (type, id) of this pool's memory; ``kDLExtDev`` where the backend does not say."""
+        from .dlpack import DLDeviceType
+
+        return (DLDeviceType.kDLExtDev, self.device.info.index)
+
+    def dlpack_accepts(self, device_type: int, device_id: int) -> bool:
+        """True when memory of that DLPack device can be wrapped as buffers of this pool (``wrap_foreign``)."""
+        return (int(device_type), int(device_id)) == tuple(self.dlpack_device())
+
+    def dlpack_address(self, buffer: Buffer) -> tuple[int, int]:
+        """``(data, byte_offset)`` by which a DLPack consumer addresses ``buffer`` (a pointer, or an opaque memory
+        handle with the offset apart, as DLPack has it for some device types); DLPackError where no consumer can
+        address this memory."""
+        raise DLPackError(f"{self.device.id}: its memory cannot be handed to another library through DLPack; "
+                          f"copy it to the host instead (tensor.to('host'), tensor.numpy(), or "
+                          f"np.from_dlpack(tensor, device='cpu'))")
+
+    def host_address(self, buffer: Buffer) -> int | None:
+        """The host address of ``buffer``'s bytes where the CPU reads and writes them coherently (mapped
+        device memory of a unified device), else None: a DLPack export to the host then needs no copy."""
+        return None
+
+    def dlpack_stream(self) -> int | None:
+        """The stream a DLPack producer is asked to order its pending work before (None: the producer finishes it)."""
+        return None
+
+    def dlpack_sync(self, ready: Event, stream: Any) -> None:
+        """Make a consumer's ``stream`` (as DLPack passes it) see what ``ready`` completes: on the host by default."""
+        if stream is not None and stream != -1:
+            raise DLPackError(f"{self.device.id}: a DLPack consumer of this memory passes stream=None, got {stream!r}")
+        ready.wait()
+
+    def wrap_foreign(self, data: int, byte_offset: int, nbytes: int, owner: Any) -> tuple[Any, int]:
+        """A native handle over another library's memory at ``data`` (+ ``byte_offset``) and the buffer's offset
+        in it; ``owner`` must stay alive while the handle is used.  InvalidArgument where it cannot be wrapped."""
+        raise InvalidArgument(f"{self.device.id}: memory of another library cannot be wrapped here")
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A backend's pool that overrides ``host_array`` (pinned memory) still gets its arguments checked."""
         super().__init_subclass__(**kwargs)
@@ -255,12 +297,15 @@ class MemoryPool:
             raise failure
         raise OutOfMemory(f"{self.device.id}: could not allocate {nbytes} bytes: {failure}") from failure
 
-    def adopt(self, handle: Any, nbytes: int, dtype: Any = None) -> Buffer:
-        """Wrap memory the backend did not allocate here (DLPack import); freeing it releases it through ``_release``."""
+    def adopt(self, handle: Any, nbytes: int, dtype: Any = None, *, offset: int = 0, foreign: Any = None) -> Buffer:
+        """Wrap memory the backend did not allocate here (DLPack import) as a buffer starting ``offset`` bytes
+        into ``handle``; freeing it releases it through ``_release``.  ``foreign`` says whose memory it is."""
         with self._lock:
             self._allocated += nbytes
             self._live += 1
-        return Buffer(self, handle, nbytes, dtype=np.dtype(dtype) if dtype is not None else None)
+        buffer = Buffer(self, handle, nbytes, offset=offset, dtype=np.dtype(dtype) if dtype is not None else None)
+        buffer.foreign = foreign
+        return buffer
 
     def free(self, buffer: Buffer, wait: Sequence[Event] = ()) -> Event:
         """Free ``buffer`` once ``wait`` and all work already using it completes; never blocks.
@@ -297,6 +342,7 @@ class MemoryPool:
         derived = list(buffer._cache.values())  # native objects of views (OpenCL sub-buffers, pointers)
         buffer._cache.clear()
         buffer.handle = None
+        buffer.foreign = None  # another library's memory: its owner goes with the last reference to it
         try:
             self._release_now(handle, buffer.nbytes)
         finally:

@@ -27,9 +27,10 @@ import devicelayer as dl
 from kernels import INCREMENT, source
 
 #: the areas of the public API, in the order of the table in docs/misuse.md
-AREAS = ("interface", "transfers", "compile", "launch", "events", "graph", "placement", "plan", "onnx", "cli")
+AREAS = ("interface", "transfers", "interop", "compile", "launch", "events", "graph", "placement", "plan", "onnx",
+         "session", "cli")
 #: areas whose cases also compile and run a small graph afterwards
-GRAPH_AREAS = frozenset({"graph", "placement", "plan", "onnx", "cli"})
+GRAPH_AREAS = frozenset({"graph", "placement", "plan", "onnx", "session", "cli"})
 
 
 class Doomed(RuntimeError):
