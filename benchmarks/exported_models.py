@@ -19,7 +19,7 @@ import subprocess
 import time
 import traceback
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -303,7 +303,6 @@ def vad():
 
 
 def _branch(x, sr, w16, b16, w8, b8):
-    import torch
 
     return _scripted()(x, sr, w16, b16, w8, b8)
 

@@ -2,7 +2,8 @@
 
 ``DEVICELAYER_REQUIRE=host,opencl`` makes the session fail when a named
 backend is unavailable, so a missing driver can never pass as "no devices";
-``onednn`` in it requires the host's oneDNN route.
+``onednn`` in it requires the host's oneDNN route.  ``DEVICELAYER_TEST_DEVICES=cuda:0,vulkan:0`` runs the
+device-parametrized tests on those devices only (the GPU machine's pass).
 """
 
 from __future__ import annotations
@@ -35,8 +36,15 @@ def pytest_sessionstart(session):
         raise pytest.UsageError(f"DEVICELAYER_REQUIRE names backends that are unavailable: {detail}")
 
 
-def pytest_generate_tests(metafunc):
+def _device_ids() -> list[str]:
+    """Every device present, or those ``DEVICELAYER_TEST_DEVICES`` names (comma-separated ids)."""
     ids = [d.id for d in dl.devices()]
+    wanted = [i.strip() for i in os.environ.get("DEVICELAYER_TEST_DEVICES", "").split(",") if i.strip()]
+    return [i for i in ids if i in wanted] if wanted else ids
+
+
+def pytest_generate_tests(metafunc):
+    ids = _device_ids()
     if "device" in metafunc.fixturenames:
         metafunc.parametrize("device_id", ids, ids=ids)
     if "device_pair" in metafunc.fixturenames:

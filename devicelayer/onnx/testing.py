@@ -144,7 +144,7 @@ def onnxruntime_session(model: Any, threads: int | None = None) -> Any:
     if threads:
         opts.intra_op_num_threads = threads
     opts.log_severity_level = 3
-    src = model if isinstance(model, (str, os.PathLike)) else model.SerializeToString()
+    src = model if isinstance(model, (str, os.PathLike, bytes)) else model.SerializeToString()
     return ort.InferenceSession(str(src) if isinstance(src, os.PathLike) else src, opts,
                                 providers=["CPUExecutionProvider"])
 
