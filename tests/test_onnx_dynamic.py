@@ -274,3 +274,31 @@ def test_a_runtime_value_that_makes_a_shape_impossible_names_the_node(rng):
     with pytest.raises(dl.GraphError, match="the_reshape.*reshape"):
         plan(x=f32(rng, 2, 3), shape=i64(4, 2))
     np.testing.assert_array_equal(plan(x=np.ones((2, 3), np.float32), shape=i64(1, 6))["y"], np.ones((1, 6)))
+
+
+def test_a_host_computation_whose_input_is_read_again_later(device, rng):
+    """Two NonZero of one mask (as detectors filter per class): the first splits the plan, and the mask it read
+    must still reach the second and the Where after it."""
+    nodes = [helper.make_node("Greater", ["x", "t"], ["mask"]),
+             helper.make_node("NonZero", ["mask"], ["nz0"]),
+             helper.make_node("ReduceSum", ["nz0"], ["s0"], keepdims=0),
+             helper.make_node("NonZero", ["mask"], ["nz1"]),
+             helper.make_node("Where", ["mask", "x", "t"], ["w"])]
+    x = f32(rng, 3, 5)
+    model = make_model(nodes, {"x": x, "t": np.array(0.1, np.float32)}, ["s0", "nz1", "w"], opset=13)
+    plan = dlo.load(model).compile([device.id])
+    for _ in range(2):
+        _same(plan, model, {"x": f32(rng, 3, 5), "t": np.array(0.1, np.float32)})
+    assert any(w["kind"] == "host" for w in plan.waits_report())
+
+
+def test_constants_fold_with_devicelayers_own_ops():
+    """A node of constant inputs is evaluated by the library ops its converter makes (ONNX's reference evaluator
+    fails on this GatherElements: it picks among at most 64 rows)."""
+    data = np.arange(100, dtype=np.int64)[None]
+    idx = np.array([[3, 70, 99, 0, 64, 65, 1]], np.int64)
+    nodes = [helper.make_node("GatherElements", ["d", "i"], ["g"], axis=1), helper.make_node("Add", ["g", "x"], ["y"])]
+    x = np.ones((1, 7), np.int64)
+    model = make_model(nodes, {"x": x}, ["y"], {"d": data, "i": idx}, opset=13)
+    got = dlo.load(model).compile(["host"])(x=x)["y"]
+    np.testing.assert_array_equal(got, np.take_along_axis(data, idx, 1) + 1)

@@ -344,7 +344,7 @@ class DynamicPlan:
         elif cut.kind == "host":
             args = [self.host_value(out[n], cut.what) for n in cut.names]
             results = cut.run(args)
-            values = {k: v for k, v in out.items() if k not in cut.names or k in cut.outputs}
+            values = dict(out)  # (the host function's inputs may be read again later)
             values.update(zip(cut.outputs, results))
             nbytes = sum(a.nbytes for a in args)
         else:

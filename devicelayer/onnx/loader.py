@@ -225,8 +225,9 @@ class Context:
     # -- evaluating on the host --------------------------------------------------------------------
     def fold(self, node: Any) -> list[np.ndarray]:
         """Evaluate a node whose inputs are all constants (or a Shape/Size of a value, whose shape is known):
-        a quick NumPy folder where there is one, else ONNX's reference evaluator."""
-        from .converters import FOLDERS
+        a quick NumPy folder where there is one, else the op's converter and the NumPy references of the library
+        ops it makes, else (an op devicelayer has no converter for) ONNX's reference evaluator."""
+        from .converters import CONVERTERS, FOLDERS
 
         if node.op_type in ("Shape", "Size"):
             return [_shape_of(self.env[node.input[0]], node)]
@@ -236,7 +237,26 @@ class Context:
             res = quick(self, attributes(node), ins)
             if res is not None:
                 return [np.asarray(r) for r in res]  # (NumPy gives scalars for 0-d results)
+        if node.op_type in CONVERTERS:
+            return self._fold_by_converter(node, CONVERTERS[node.op_type])
         return _reference_eval(node, ins, self.opsets, self.ir_version)
+
+    def _fold_by_converter(self, node: Any, conv: Any) -> list[Any]:
+        """A node of constant inputs converted into library ops of a scratch graph, and those ops evaluated on the
+        host by their NumPy references: the semantics devicelayer gives the op at run time."""
+        from ..kernels.op import get
+
+        g = Graph("fold")
+        sub = Context(g, self.opset, self.opsets, {n: self.env[n] for n in node.input if n}, self.ir_version,
+                      owner=self.owner)
+        sub.node, sub.node_name = node, self.node_name
+        outs = list(conv(sub, attributes(node)))
+        known: dict[int, np.ndarray] = {id(v): v.constant for v in g.values.values() if v.constant is not None}
+        for n in g.nodes:
+            res = get(n.op).reference([known[id(v)] for v in n.inputs], n.attrs)
+            for v, r in zip(n.outputs, res):
+                known[id(v)] = np.asarray(r, dtype=v.dtype).reshape(v.shape)
+        return [known[id(o)] if isinstance(o, Value) else o for o in outs]
 
 
 Converter = Callable[[Context, dict[str, Any]], Sequence[Any]]

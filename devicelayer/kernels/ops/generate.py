@@ -65,7 +65,7 @@ class Range(_Generate):
         start, delta = inputs
         if start.dtype != delta.dtype:
             raise self.error(f"start and delta must have one dtype, got {start.dtype} and {delta.dtype}")
-        if start.dtype.name not in self.kernel_dtypes:
+        if start.dtype.name not in self.kernel_dtypes and start.dtype.name != "bfloat16":  # (host storage)
             raise self.error(f"needs numbers, got {start.dtype}")
         _scalar_input(self, start, "start")
         _scalar_input(self, delta, "delta")
