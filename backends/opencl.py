@@ -169,6 +169,8 @@ class OpenCLDevice(Device):
         self.queue = cl.CommandQueue(self.context, cl_device, properties=props)
         self.pool = OpenCLPool(self)
         self._sub_lock = threading.Lock()
+        self._rounded_division = bool(int(self.cl_device.single_fp_config)
+                                      & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT)
 
     def _is_native(self, event: Event) -> bool:
         return type(event) is OpenCLEvent and event.device is self
@@ -179,8 +181,11 @@ class OpenCLDevice(Device):
             if source is None:
                 raise InvalidArgument(f"compile: {self.id} takes OpenCL C source text")
         low = cl._cl._Program(self.context, source)
+        base = ["-cl-kernel-arg-info"]
+        if self._rounded_division:  # IEEE division, as every other backend divides (OpenCL allows 2.5 ulp)
+            base.append("-cl-fp32-correctly-rounded-divide-sqrt")
         try:
-            low._build(" ".join(["-cl-kernel-arg-info", *options]).encode(), [self.cl_device])
+            low._build(" ".join([*base, *options]).encode(), [self.cl_device])
         except cl.Error as exc:
             try:
                 log = low.get_build_info(self.cl_device, cl.program_build_info.LOG).strip()

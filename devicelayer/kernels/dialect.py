@@ -12,7 +12,7 @@ A body is C that all three languages share (declarations, ``for``, ``if``,
 | ``T``, ``ACC`` | the kernel's element type and its compute type (``float`` for half) |
 | ``TO_ACC(v)``, ``FROM_ACC(v)`` | element type to compute type and back |
 | ``char``, ``uchar``, ``i16``, ``u16``, ``i64``, ``u64``, ``f16``, ``f64`` | sized types (``int``, ``uint``, ``float`` as usual); a bool tensor is a ``uchar`` buffer of 0 and 1 |
-| ``dl_exp``, ``dl_log``, ``dl_sqrt``, ``dl_rsqrt``, ``dl_tanh``, ``dl_erf``, ``dl_abs``, ``dl_pow``, ``dl_floor``, ``dl_ceil``, ``dl_sin``, ``dl_cos``, ``dl_tan``, ``dl_asin``, ``dl_acos``, ``dl_atan``, ``dl_sinh``, ``dl_cosh``, ``dl_asinh``, ``dl_acosh``, ``dl_atanh``, ``dl_round`` (half to even), ``dl_trunc``, ``dl_sign``, ``dl_fmod``, ``dl_max``, ``dl_min``, ``dl_isnan``, ``dl_isinf``, ``DL_INF``, ``DL_NAN`` | float math (``dl_max``/``dl_min`` propagate NaN like NumPy); ``render.lacks`` says which a language has no ``f64`` form of |
+| ``dl_exp``, ``dl_log``, ``dl_sqrt``, ``dl_rsqrt``, ``dl_tanh``, ``dl_erf``, ``dl_abs``, ``dl_pow``, ``dl_floor``, ``dl_ceil``, ``dl_sin``, ``dl_cos``, ``dl_tan``, ``dl_asin``, ``dl_acos``, ``dl_atan``, ``dl_sinh``, ``dl_cosh``, ``dl_asinh``, ``dl_acosh``, ``dl_atanh``, ``dl_round`` (half to even), ``dl_div`` (division rounded as IEEE where ``/`` may not be), ``dl_trunc``, ``dl_sign``, ``dl_fmod``, ``dl_max``, ``dl_min``, ``dl_isnan``, ``dl_isinf``, ``DL_INF``, ``DL_NAN`` | float math (``dl_max``/``dl_min`` propagate NaN like NumPy); ``render.lacks`` says which a language has no ``f64`` form of |
 
 Integer ``/`` and ``%`` behave as in C only for non-negative operands: GLSL
 leaves negative operands undefined, and drivers differ.  Guard or rewrite

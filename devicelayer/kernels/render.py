@@ -74,8 +74,11 @@ __device__ __forceinline__ float dl_pow(float x, float y) { return powf(x, y); }
 __device__ __forceinline__ double dl_pow(double x, double y) { return pow(x, y); }
 __device__ __forceinline__ float dl_erf(float x) { return erff(x); }
 __device__ __forceinline__ double dl_erf(double x) { return erf(x); }
+__device__ __forceinline__ float dl_div(float a, float b) { return __fdiv_rn(a, b); }
+__device__ __forceinline__ double dl_div(double a, double b) { return a / b; }
 __device__ __forceinline__ float dl_round(float x) { return rintf(x); }
-__device__ __forceinline__ double dl_round(double x) { return rint(x); }
+__device__ __forceinline__ double dl_div(double a, double b) { return a / b; }
+double dl_round(double x) { return rint(x); }
 __device__ __forceinline__ float dl_fmod(float x, float y) { return fmodf(x, y); }
 __device__ __forceinline__ double dl_fmod(double x, double y) { return fmod(x, y); }
 __device__ __forceinline__ bool dl_isinf(float x) { return isinf(x); }
@@ -128,6 +131,7 @@ typedef ushort u16;
 #define dl_pow(x, y) pow(x, y)
 #define dl_erf(x) erf(x)
 #define dl_round(x) rint(x)
+#define dl_div(a, b) ((a) / (b))  /* IEEE: built with -cl-fp32-correctly-rounded-divide-sqrt where offered */
 #define dl_fmod(x, y) fmod(x, y)
 #define dl_isinf(x) isinf(x)
 #define dl_sign(x) (((x) > 0 ? 1 : ((x) < 0 ? -1 : 0)) + (x) * 0)  /* x * 0 keeps the type and a NaN */
@@ -179,6 +183,12 @@ float dl_floor(float x) { return floor(x); }
 float dl_ceil(float x) { return ceil(x); }
 float dl_trunc(float x) { return trunc(x); }
 float dl_round(float x) { return roundEven(x); }
+float dl_div(float a, float b) {
+    // GLSL's division may be 2.5 ulp off: one correction step with the exact remainder (fma)
+    float q = a / b;
+    float r = fma(-q, b, a);
+    return (isinf(q) || isnan(q) || b == 0.0) ? q : q + r / b;
+}
 float dl_sign(float x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : x); }
 float dl_fmod(float x, float y) {
     // C's fmod: x - y * trunc(x / y), the product subtracted in one rounding; a quotient rounded up to the next
@@ -236,6 +246,7 @@ double dl_sqrt(double x) { return sqrt(x); }
 double dl_floor(double x) { return floor(x); }
 double dl_ceil(double x) { return ceil(x); }
 double dl_trunc(double x) { return trunc(x); }
+double dl_div(double a, double b) { return a / b; }
 double dl_round(double x) {
     // half to even by hand: some drivers' roundEven of a double rounds halves toward zero
     if (abs(x) >= 4503599627370496.0) return x;

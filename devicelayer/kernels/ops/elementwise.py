@@ -202,7 +202,10 @@ unary("hard_swish", f"(v * dl_max({_ZERO}, dl_min({_ONE}, v / CAST(ACC, 6.0f) + 
       _hard_swish, into=_hard_swish_into)
 unary("swish", f"(v / ({_ONE} + dl_exp(-CAST(ACC, a) * v)))", lambda x, a: x / (1 + np.exp(-a * x)),
       (("alpha", 1.0),))
-unary("mish", f"(v * dl_tanh({_SOFTPLUS}))", lambda x: x * np.tanh(np.logaddexp(0, x)))
+# tanh(softplus(x)) = n / (n + 2) with n = e^x (e^x + 2): no cancellation for negative x (where log(1 + e^x) and
+# tanh lose the digits on drivers with approximate exp/log); the identity itself above x = 20
+unary("mish", "(v > CAST(ACC, 20.0f) ? v : v * (dl_exp(v) * (dl_exp(v) + CAST(ACC, 2.0f))) / "
+      "(dl_exp(v) * (dl_exp(v) + CAST(ACC, 2.0f)) + CAST(ACC, 2.0f)))", lambda x: x * np.tanh(np.logaddexp(0, x)))
 unary("thresholded_relu", f"(v > CAST(ACC, a) ? v : {_ZERO})", lambda x, a: np.where(x > a, x, 0),
       (("alpha", 1.0),))
 unary("shrink", f"(v < -CAST(ACC, b) ? v + CAST(ACC, a) : (v > CAST(ACC, b) ? v - CAST(ACC, a) : {_ZERO}))",

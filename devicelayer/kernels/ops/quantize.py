@@ -249,7 +249,7 @@ class QuantizeLinear(Op):
         acc = "f64" if ct == np.float64 else "float"
         rounding = "        q = CAST(ACC, CAST(f16, q));\n" if ct == np.float16 else ""
         body = ("    FOR_EACH(i, n) {\n" + _index_code()
-                + "        ACC q = CAST(ACC, x[i]) / CAST(ACC, s[k]);\n" + rounding
+                + "        ACC q = dl_div(CAST(ACC, x[i]), CAST(ACC, s[k]));\n" + rounding
                 + f"        ACC r = dl_round(q){' + CAST(ACC, z[k])' if has_zp else ''};\n"
                 + _saturate_code("r", lo, hi) + f"        y[i] = CAST({ot}, r);\n    }}")
         params = [Param("x", dialect_type(x.dtype)), Param("s", dialect_type(scale.dtype))]
@@ -477,11 +477,11 @@ class DynamicQuantizeLinear(Op):
         quantize = ("    ACC lo = part[0];\n    ACC hi = part[1];\n"
                     "    for (int g = 1; g < parts; g++) {\n"
                     "        lo = dl_min(lo, part[2 * g]);\n        hi = dl_max(hi, part[2 * g + 1]);\n    }\n"
-                    "    ACC scale = (hi == lo ? CAST(ACC, 1.0f) : hi - lo) / CAST(ACC, 255.0f);\n"
-                    "    ACC zf = dl_round(CAST(ACC, 0.0f) - lo / scale);\n"
+                    "    ACC scale = dl_div(hi == lo ? CAST(ACC, 1.0f) : hi - lo, CAST(ACC, 255.0f));\n"
+                    "    ACC zf = dl_round(CAST(ACC, 0.0f) - dl_div(lo, scale));\n"
                     + _saturate_code("zf", 0, 255, "    ")
                     + "    if (GID(0) == 0) {\n        s[0] = scale;\n        z[0] = CAST(uchar, zf);\n    }\n"
-                    "    FOR_EACH(i, n) {\n        ACC r = dl_round(x[i] / scale) + zf;\n"
+                    "    FOR_EACH(i, n) {\n        ACC r = dl_round(dl_div(CAST(ACC, x[i]), scale)) + zf;\n"
                     + _saturate_code("r", 0, 255) + "        y[i] = CAST(uchar, r);\n    }")
         second = KernelSpec(f"dynamic_quantize_apply_{elem}",
                             (Param("x", "T"), Param("part", "T"), Param("y", "uchar", "out"), Param("s", "T", "out"),
