@@ -77,8 +77,7 @@ __device__ __forceinline__ double dl_erf(double x) { return erf(x); }
 __device__ __forceinline__ float dl_div(float a, float b) { return __fdiv_rn(a, b); }
 __device__ __forceinline__ double dl_div(double a, double b) { return a / b; }
 __device__ __forceinline__ float dl_round(float x) { return rintf(x); }
-__device__ __forceinline__ double dl_div(double a, double b) { return a / b; }
-double dl_round(double x) { return rint(x); }
+__device__ __forceinline__ double dl_round(double x) { return rint(x); }
 __device__ __forceinline__ float dl_fmod(float x, float y) { return fmodf(x, y); }
 __device__ __forceinline__ double dl_fmod(double x, double y) { return fmod(x, y); }
 __device__ __forceinline__ bool dl_isinf(float x) { return isinf(x); }
