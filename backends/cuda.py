@@ -714,16 +714,18 @@ class CudaDevice(Device):
                 pass
 
 
-_AXPBY = None
+_AXPBY: dict[bool, Any] = {}
 
 
-def _axpby() -> Any:
-    """y = alpha * y + beta * c, c broadcast to y (ONNX Gemm's C term after the product)."""
-    global _AXPBY
-    if _AXPBY is None:
-        _AXPBY = cupy.ElementwiseKernel("T c, float32 alpha, float32 beta", "T y",
-                                        "y = (T)(alpha * (float)y + beta * (float)c)", "devicelayer_gemm_axpby")
-    return _AXPBY
+def _axpby(double: bool) -> Any:
+    """y = alpha * y + beta * c, c broadcast to y (ONNX Gemm's C term after the product), in float64 for
+    float64 and float32 otherwise."""
+    if double not in _AXPBY:
+        acc, scalar = ("double", "float64") if double else ("float", "float32")
+        _AXPBY[double] = cupy.ElementwiseKernel(
+            f"T c, {scalar} alpha, {scalar} beta", "T y", f"y = (T)(alpha * ({acc})y + beta * ({acc})c)",
+            f"devicelayer_gemm_axpby_{acc}")
+    return _AXPBY[double]
 
 
 def _cupy_view(buffer: Buffer, t: Any, index: int) -> "cupy.ndarray":
@@ -786,8 +788,10 @@ class _VendorGemm(_Vendor):
                   y, n, 0, 1)
         if len(ins) == 3:
             with stream:
-                _axpby()(_cupy_view(in_bufs[2], ins[2], self.dev.index), np.float32(attrs["alpha"]),
-                         np.float32(attrs["beta"]), _cupy_view(out_bufs[0], outs[0], self.dev.index))
+                double = dtype == np.float64
+                scalar = np.float64 if double else np.float32
+                _axpby(double)(_cupy_view(in_bufs[2], ins[2], self.dev.index), scalar(attrs["alpha"]),
+                               scalar(attrs["beta"]), _cupy_view(out_bufs[0], outs[0], self.dev.index))
 
 
 class _Captured:

@@ -467,18 +467,19 @@ def test_torch_views_are_copied_and_bad_exports_refused():
 def test_jax_round_trip_on_the_cpu():
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
-    t = dl.tensor(np.arange(8, dtype=np.float32), "host")
-    j = jnp.from_dlpack(t)
-    np.testing.assert_array_equal(np.asarray(j), np.arange(8))
-    assert j.unsafe_buffer_pointer() == np.asarray(t).ctypes.data  # zero copy (devicelayer's 64-byte alignment)
-    np.asarray(t)[0] = 99.0  # a write through devicelayer is seen by JAX
-    assert float(j[0]) == 99.0
-    a = jax.device_put(jnp.arange(5, dtype=jnp.int32) * 3)
-    back = dl.from_dlpack(a)
-    assert np.asarray(back).ctypes.data == a.unsafe_buffer_pointer()
-    np.testing.assert_array_equal(back.numpy(), np.arange(5) * 3)
-    back.free()
-    t.free()
+    with jax.default_device(jax.devices("cpu")[0]):  # JAX puts arrays on its GPU where it has one
+        t = dl.tensor(np.arange(8, dtype=np.float32), "host")
+        j = jnp.from_dlpack(t)
+        np.testing.assert_array_equal(np.asarray(j), np.arange(8))
+        assert j.unsafe_buffer_pointer() == np.asarray(t).ctypes.data  # zero copy (64-byte alignment)
+        np.asarray(t)[0] = 99.0  # a write through devicelayer is seen by JAX
+        assert float(j[0]) == 99.0
+        a = jax.device_put(jnp.arange(5, dtype=jnp.int32) * 3, jax.devices("cpu")[0])
+        back = dl.from_dlpack(a)
+        assert np.asarray(back).ctypes.data == a.unsafe_buffer_pointer()
+        np.testing.assert_array_equal(back.numpy(), np.arange(5) * 3)
+        back.free()
+        t.free()
 
 
 def test_mapped_device_memory_goes_to_the_host_without_a_copy(device):
