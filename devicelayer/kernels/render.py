@@ -183,10 +183,22 @@ float dl_ceil(float x) { return ceil(x); }
 float dl_trunc(float x) { return trunc(x); }
 float dl_round(float x) { return roundEven(x); }
 float dl_div(float a, float b) {
-    // GLSL's division may be 2.5 ulp off: one correction step with the exact remainder (fma)
-    float q = a / b;
-    float r = fma(-q, b, a);
-    return (isinf(q) || isnan(q) || b == 0.0) ? q : q + r / b;
+    // GLSL's division may be 2.5 ulp off and its fma need not be fused: one correction step with the remainder
+    // a - q b made exact by Dekker's product (precise: neither contracted nor reassociated); quotients and
+    // products far from 1 (where the split overflows or flushes) keep the division's own rounding
+    precise float q = a / b;
+    precise float p = q * b;
+    if (isinf(q) || isnan(q) || b == 0.0 || !(abs(p) > 1e-25 && abs(p) < 1e30 && abs(q) < 1e30 && abs(b) < 1e30 &&
+                                               abs(q) > 1e-25 && abs(b) > 1e-25)) return q;
+    precise float cq = 4097.0 * q;
+    precise float qh = cq - (cq - q);
+    precise float ql = q - qh;
+    precise float cb = 4097.0 * b;
+    precise float bh = cb - (cb - b);
+    precise float bl = b - bh;
+    precise float e = ((qh * bh - p) + qh * bl + ql * bh) + ql * bl;
+    precise float r = (a - p) - e;
+    return q + r / b;
 }
 float dl_sign(float x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : x); }
 float dl_fmod(float x, float y) {

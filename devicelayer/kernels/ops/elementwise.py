@@ -181,7 +181,19 @@ def _gelu_tanh(x: np.ndarray) -> np.ndarray:
 
 _ZERO = "CAST(ACC, 0.0f)"
 _ONE = "CAST(ACC, 1.0f)"
-_SOFTPLUS = f"(v > CAST(ACC, 20.0f) ? v : dl_log({_ONE} + dl_exp(v)))"
+
+
+def _log1p_small(t: str, terms: int = 10) -> str:
+    """log(1 + t) for 0 <= t <= e^-4 as its series (a float64-exact sum of ``terms`` terms): ``log`` near 1
+    loses the digits of a small result on drivers with an approximate ``log``."""
+    expr = f"({_ONE} / CAST(ACC, {terms}.0f))"
+    for k in range(terms - 1, 0, -1):
+        expr = f"({_ONE} / CAST(ACC, {k}.0f) - {t} * {expr})"
+    return f"({t} * {expr})"
+
+
+_SOFTPLUS = (f"(v > CAST(ACC, 20.0f) ? v + dl_exp(-v) : (v < CAST(ACC, -4.0f) ? {_log1p_small('dl_exp(v)')} : "
+             f"dl_log({_ONE} + dl_exp(v))))")
 _INT_ZERO = "CAST(T, 0)"
 
 unary("relu", f"dl_max(v, {_ZERO})", lambda x: np.maximum(x, 0), into=relu_into,
