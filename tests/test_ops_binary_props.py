@@ -147,3 +147,19 @@ def test_mixed_dtypes_refused_on_a_device(device):
     b = tensor(np.ones(3, np.int32), device)
     with pytest.raises(dl.InvalidArgument, match="add: .*same dtype"):
         run("add", [a, b])
+
+
+def test_float32_division_is_rounded_as_ieee(device, rng):
+    """Float division rounds to the nearest float on every device (Vulkan's own ``/`` may be 2.5 ulp off), near
+    ties too: x / (5 / 255) lands one float step from .5 for several x (DynamicQuantizeLinear's rounding)."""
+    n = 1 << 16
+    a = (rng.standard_normal(n) * rng.choice([1e-3, 1.0, 1e3], n)).astype(np.float32)
+    b = (rng.standard_normal(n) * rng.choice([1e-3, 1.0, 1e3], n)).astype(np.float32)
+    a[:6] = [0, 2, -3, -2.5, 1.34, 0.5]
+    b[:6] = np.float32(5) / np.float32(255)
+    out = tensor(np.full(n, np.nan, np.float32), device)
+    run("div", [tensor(a, device), tensor(b, device)], out=[out])
+    got = out.numpy()
+    want = a / b  # NumPy divides floats as IEEE
+    wrong = np.flatnonzero(got != want)
+    assert wrong.size == 0, f"{wrong.size} quotients off, first {a[wrong[0]]!r} / {b[wrong[0]]!r}: {got[wrong[0]]!r}"

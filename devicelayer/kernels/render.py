@@ -182,24 +182,7 @@ float dl_floor(float x) { return floor(x); }
 float dl_ceil(float x) { return ceil(x); }
 float dl_trunc(float x) { return trunc(x); }
 float dl_round(float x) { return roundEven(x); }
-float dl_div(float a, float b) {
-    // GLSL's division may be 2.5 ulp off and its fma need not be fused: one correction step with the remainder
-    // a - q b made exact by Dekker's product (precise: neither contracted nor reassociated); quotients and
-    // products far from 1 (where the split overflows or flushes) keep the division's own rounding
-    precise float q = a / b;
-    precise float p = q * b;
-    if (isinf(q) || isnan(q) || b == 0.0 || !(abs(p) > 1e-25 && abs(p) < 1e30 && abs(q) < 1e30 && abs(b) < 1e30 &&
-                                               abs(q) > 1e-25 && abs(b) > 1e-25)) return q;
-    precise float cq = 4097.0 * q;
-    precise float qh = cq - (cq - q);
-    precise float ql = q - qh;
-    precise float cb = 4097.0 * b;
-    precise float bh = cb - (cb - b);
-    precise float bl = b - bh;
-    precise float e = ((qh * bh - p) + qh * bl + ql * bh) + ql * bl;
-    precise float r = (a - p) - e;
-    return q + r / b;
-}
+DL_DIV_FLOAT
 float dl_sign(float x) { return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : x); }
 float dl_fmod(float x, float y) {
     // C's fmod: x - y * trunc(x / y), the product subtracted in one rounding; a quotient rounded up to the next
@@ -357,8 +340,30 @@ def lacks(code: str, language: str, elem: str) -> str | None:
     return None
 
 
-def render_glsl(spec: KernelSpec) -> str:
-    """GLSL 450 compute: buffers as std430 bindings in order, scalars as push constants in order."""
+#: float division rounded as IEEE, GLSL's own ``/`` being allowed 2.5 ulp: through double where the device has it
+#: (the float64 quotient of two floats, rounded to float, is the nearest float but in vanishingly rare cases), else one correction step with the
+#: remainder made exact by Dekker's product (precise: neither contracted nor reassociated)
+_GLSL_DIV_F64 = """float dl_div(float a, float b) { return float(double(a) / double(b)); }"""
+_GLSL_DIV_F32 = """float dl_div(float a, float b) {
+    precise float q = a / b;
+    precise float p = q * b;
+    if (isinf(q) || isnan(q) || b == 0.0 || !(abs(p) > 1e-25 && abs(p) < 1e30 && abs(q) < 1e30 && abs(b) < 1e30 &&
+                                               abs(q) > 1e-25 && abs(b) > 1e-25)) return q;
+    precise float cq = 4097.0 * q;
+    precise float qh = cq - (cq - q);
+    precise float ql = q - qh;
+    precise float cb = 4097.0 * b;
+    precise float bh = cb - (cb - b);
+    precise float bl = b - bh;
+    precise float e = ((qh * bh - p) + qh * bl + ql * bh) + ql * bl;
+    precise float r = (a - p) - e;
+    return q + r / b;
+}"""
+
+
+def render_glsl(spec: KernelSpec, float64: bool = False) -> str:
+    """GLSL 450 compute: buffers as std430 bindings in order, scalars as push constants in order (``float64``:
+    the device computes in double, which float division uses)."""
     used = spec.dtypes_used()
     head = ["#version 450\n", f"#pragma kernel {spec.name}\n"]
     if "float16" in used:
@@ -380,7 +385,7 @@ def render_glsl(spec: KernelSpec) -> str:
     elem = spec.elem
     head.append(f"#define T {_GLSL_TYPES[elem]}\n#define ACC {_GLSL_TYPES[_acc(elem)]}\n")
     head.append("#define TO_ACC(v) ACC(v)\n#define FROM_ACC(v) T(v)\n")
-    head.append(_GLSL_PRELUDE)
+    head.append(_GLSL_PRELUDE.replace("DL_DIV_FLOAT", _GLSL_DIV_F64 if float64 else _GLSL_DIV_F32))
     if "float64" in used:
         head.append(_GLSL_F64)
     head.append(_defines(spec))
@@ -410,13 +415,13 @@ RENDERERS: dict[str, Callable[[KernelSpec], str]] = {
 }
 
 
-def render(spec: KernelSpec, language: str) -> str:
-    """Source of ``spec`` in ``language`` (a ``DeviceInfo.kernel_language``)."""
+def render(spec: KernelSpec, language: str, float64: bool = False) -> str:
+    """Source of ``spec`` in ``language`` (a ``DeviceInfo.kernel_language``); ``float64``: the device has it."""
     try:
         renderer = RENDERERS[language]
     except KeyError:
         raise ValueError(f"no renderer for kernel language {language!r}") from None
-    return renderer(spec)
+    return render_glsl(spec, float64) if renderer is render_glsl else renderer(spec)
 
 
 __all__ = ["Param", "KernelSpec", "render", "lacks", "RENDERERS", "TYPES"]

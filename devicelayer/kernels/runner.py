@@ -30,7 +30,8 @@ def program_for(device: Device, spec) -> Program:
     key = (id(device), spec)
     prog = _programs.get(key)
     if prog is None or prog.released:
-        prog = device.compile(render(spec, device.info.kernel_language), spec.name, signature=spec.signature())
+        source = render(spec, device.info.kernel_language, "float64" in device.info.dtypes)
+        prog = device.compile(source, spec.name, signature=spec.signature())
         with _lock:
             _programs[key] = prog
     return prog

@@ -325,7 +325,7 @@ class Div(Binary):
 
     name = "div"
     kinds = "fi"
-    expr = "(va / vb)"
+    expr = "dl_div(va, vb)"
 
     def compute_numpy(self, a, b, attrs):
         return trunc_divide(a, b) if kind_of(a.dtype) == "i" else np.true_divide(a, b)
