@@ -3,8 +3,20 @@
 from __future__ import annotations
 
 import statistics
+import subprocess
 import time
+from pathlib import Path
 from typing import Callable
+
+
+def commit() -> str:
+    """The checkout's commit, ``-dirty`` when the files differ from it (as where a copy of a working tree runs
+    over another checkout's history); "unknown" outside git."""
+    try:
+        return subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True,
+                              text=True, cwd=Path(__file__).parent, timeout=30).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
 
 
 def best_median(fn: Callable[[], float], rounds: int) -> float:

@@ -15,7 +15,6 @@ import argparse
 import io
 import json
 import platform
-import subprocess
 import time
 import traceback
 import warnings
@@ -24,6 +23,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+
+from benchmarks.common import commit
 
 
 @dataclass
@@ -514,10 +515,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                check=False).stdout.strip()
         doc = {"benchmark": "exported_models", "date": time.strftime("%Y-%m-%d"), "machine": platform.node(),
-               "commit": commit, "results": results}
+               "commit": commit(), "results": results}
         path = out / f"exported-models-{time.strftime('%Y%m%d-%H%M%S')}.json"
         path.write_text(json.dumps(doc, indent=1, default=str))
         console.print(f"wrote {path}")

@@ -14,12 +14,13 @@ import argparse
 import io
 import json
 import platform
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from benchmarks.common import commit
 
 
 def _torch_decoder(layers: int, width: int, heads: int, vocab: int, positions: int) -> Any:
@@ -184,10 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                check=False).stdout.strip()
         doc = {"benchmark": "generate", "date": time.strftime("%Y-%m-%d"), "machine": platform.node(),
-               "commit": commit, "tokens": args.tokens, "rows": rows}
+               "commit": commit(), "tokens": args.tokens, "rows": rows}
         path = out / f"generate-{time.strftime('%Y%m%d-%H%M%S')}.json"
         path.write_text(json.dumps(doc, indent=1))
         console.print(f"wrote {path}")

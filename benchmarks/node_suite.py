@@ -12,12 +12,12 @@ import collections
 import json
 import platform
 import re
-import subprocess
 import time
 import warnings
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import commit
 from devicelayer.onnx.conformance import CRASH, ERROR, PASS, UNSUPPORTED, WRONG, Outcome, node_cases, run_suite
 
 STATUSES = (PASS, UNSUPPORTED, WRONG, ERROR, CRASH)
@@ -116,13 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        try:
-            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                    check=False).stdout.strip()
-        except OSError:
-            commit = ""
         doc = {"benchmark": "node_suite", "date": time.strftime("%Y-%m-%d"), "machine": platform.node(),
-               "commit": commit, "cases": len(cases),
+               "commit": commit(), "cases": len(cases),
                "runs": {run: {"counts": dict(collections.Counter(o.status for o in outs)),
                               "cases": {o.name: [o.status, o.detail[:300]] for o in outs}}
                         for run, outs in results.items()}}
