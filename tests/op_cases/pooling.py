@@ -106,7 +106,13 @@ def _unpool_inputs(x_shape, kernel, strides, pads, dtype="float32"):
         for i in range(nd):
             flat = flat * inferred[i] + coords[i]
         planes = np.arange(x_shape[0] * x_shape[1]).reshape(x_shape[:2] + (1,) * nd)
-        return [values, flat + planes * int(np.prod(inferred))]
+        flat = flat + planes * int(np.prod(inferred))
+        # overlapping windows may pick one element twice; a max pool gives it the same value both times (which
+        # of two writes to one place lands is unordered on a GPU)
+        _, first = np.unique(flat.ravel(), return_inverse=True)
+        shared = np.zeros(first.max() + 1, values.dtype)
+        shared[first] = values.ravel()
+        return [shared[first].reshape(x_shape), flat]
     return make
 
 
