@@ -192,7 +192,18 @@ float dl_fmod(float x, float y) {
     return (r != 0.0 && (r < 0.0) != (x < 0.0)) ? r + abs(y) * sign(x) : r;
 }
 """ + "".join(f"float dl_{f}(float x) {{ return {f}(x); }}\n" for f in
-              ("exp", "log", "sin", "cos", "tan", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")) + r"""
+              ("exp", "log", "sin", "cos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")) + r"""
+float dl_tan(float x) {
+    // Cody-Waite reduction by pi/2 in three parts and Cephes' tanf polynomial: GLSL's tan is sin / cos with
+    // absolute errors, relative errors of 1e-2 near the poles on some drivers; |x| > 1e4 keeps the builtin
+    if (!(abs(x) < 1e4)) return tan(x);
+    float k = roundEven(x * 0.636619772367581343);
+    precise float r = ((x - k * 1.5703125) - k * 4.837512969970703125e-4) - k * 7.54978995489188216e-8;
+    float z = r * r;
+    float t = r + r * z * (((((9.38540185543e-3 * z + 3.11992232697e-3) * z + 2.44301354525e-2) * z
+                              + 5.34112807005e-2) * z + 1.33387994085e-1) * z + 3.33331568548e-1);
+    return mod(k, 2.0) != 0.0 ? dl_div(-1.0, t) : t;
+}
 // asin and acos through atan: some drivers' own are accurate to 4e-4 only
 float dl_asin(float x) { return atan(x, sqrt((1.0 - x) * (1.0 + x))); }
 float dl_acos(float x) { return atan(sqrt((1.0 - x) * (1.0 + x)), x); }
