@@ -249,7 +249,9 @@ class CudaPool(MemoryPool):
         with dev._enter(label):
             stream = dev.stream
             dev._wait_foreign(stream, waits)
-            if n <= SMALL_UPLOAD or _is_pinned(data):
+            # CUDA reads pageable memory when the copy is enqueued, not when the stream reaches it: a small
+            # pageable upload goes straight only when nothing it waits for may still be writing the array
+            if _is_pinned(data) or (n <= SMALL_UPLOAD and all(w.done for w in waits)):
                 _memcpy_async(dst, data.ctypes.data, n, _H2D, stream.ptr)
                 return dev._record(label, (data,))
             slots, side, errors = self._staging(), dev.side_stream, []

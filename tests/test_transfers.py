@@ -26,6 +26,24 @@ def test_transfer_every_pair(device_pair, rng, n):
     dst_dev.pool.free(dst)
 
 
+@pytest.mark.parametrize("n", [96, 12345])
+def test_round_trips_never_block_and_see_every_write(device_pair, rng, n):
+    """A -> B -> A with nothing waited for on the host in between: the copy back reads what the first copy wrote,
+    also where a driver reads pageable host memory when a copy is enqueued rather than when it runs."""
+    a, b = (dl.device(i) for i in device_pair)
+    for _ in range(20):
+        data = rng.integers(0, 256, n, dtype=np.uint8)
+        src = a.pool.allocate(n)
+        up = a.pool.upload(src, data)
+        there, ev = dl.transfer(src, b.pool, wait=[up])
+        back, ev2 = dl.transfer(there, a.pool, wait=[ev])
+        out = np.full(n, 0x7F, np.uint8)
+        a.pool.download(back, out, wait=[ev2]).wait(60)
+        np.testing.assert_array_equal(out, data)
+        for buf, pool in ((src, a.pool), (there, b.pool), (back, a.pool)):
+            pool.free(buf)
+
+
 def test_transfer_keeps_dtype_and_views(device_pair, rng):
     src_dev, dst_dev = (dl.device(i) for i in device_pair)
     data = rng.standard_normal(1000).astype(np.float32)
