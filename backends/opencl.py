@@ -62,6 +62,8 @@ class OpenCLEvent(Event):
 class OpenCLPool(MemoryPool):
     """``cl.Buffer`` allocations; transfers are non-blocking ``enqueue_copy`` calls."""
 
+    reads_host_when_enqueued = True  # a non-blocking write's host data must be final when it is enqueued
+
     def _allocate(self, nbytes: int) -> "cl.Buffer":
         try:
             return cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE, nbytes)

@@ -81,7 +81,8 @@ class Device:
         self._programs: dict[str, Program] = {}
         self._compile_lock = threading.Lock()
         self._submit_lock = threading.RLock()
-        self._backlog: deque[tuple[DeferredEvent, Op, tuple[Event, ...]]] = deque()
+        #: (event, op, waits, held): a held op waits for its waits to complete, native ones too
+        self._backlog: deque[tuple[DeferredEvent, Op, tuple[Event, ...], bool]] = deque()
         self._closed = False
 
     @property
@@ -319,18 +320,20 @@ class Device:
 
     # -- in-order submission ---------------------------------------------------------
     def _submit(self, label: str, op: Op, wait: Sequence[Event], keepalive: Sequence[Any],
-                buffers: Sequence[Buffer]) -> Event:
-        """Run ``op(native_waits)`` now if every wait is native or done, else defer it behind them.
+                buffers: Sequence[Buffer], hold: bool = False) -> Event:
+        """Run ``op(native_waits)`` now if every wait is native or done, else defer it behind them; ``hold``
+        defers it until every wait is complete, native ones too (an op that reads host memory when enqueued).
 
         The returned event keeps ``keepalive`` (host arrays, buffers, programs) alive until it completes.
         """
         if wait:
             wait = check_events(wait, label)
+        hold = hold and any(not e.done for e in wait)
         with self._submit_lock:
             if self._closed:
                 self._check_open()
-            if self._backlog:
-                event = self._defer(label, op, wait, keepalive)
+            if self._backlog or hold:
+                event = self._defer(label, op, wait, keepalive, hold)
             else:
                 natives = self._natives(wait, label) if wait else []
                 if natives is None:
@@ -373,11 +376,12 @@ class Device:
         except Exception as exc:
             raise LaunchError(f"{label}: {exc}") from exc
 
-    def _defer(self, label: str, op: Op, wait: tuple[Event, ...], keepalive: Sequence[Any]) -> Event:
+    def _defer(self, label: str, op: Op, wait: tuple[Event, ...], keepalive: Sequence[Any],
+               hold: bool = False) -> Event:
         event = DeferredEvent(label, self, keepalive)
-        self._backlog.append((event, op, wait))
+        self._backlog.append((event, op, wait, hold))
         for e in wait:
-            if not self._is_native(e):
+            if hold or not self._is_native(e):
                 e.add_done_callback(self._kick)
         if len(self._backlog) == 1:
             dispatcher.post(self._drain)
@@ -390,7 +394,9 @@ class Device:
         """Submit deferred work from the head of the backlog while its waits allow (dispatcher thread)."""
         with self._submit_lock:
             while self._backlog:
-                event, op, wait = self._backlog[0]
+                event, op, wait, hold = self._backlog[0]
+                if hold and not all(e.done for e in wait):
+                    return
                 natives = self._natives(wait, event.label)
                 if natives is None:
                     return

@@ -158,6 +158,9 @@ class MemoryPool:
 
     #: True when buffers of this pool are host memory readable through ``host_view``.
     maps_host_memory = False
+    #: the driver may read an upload's host array when the copy is enqueued rather than when it runs (OpenCL
+    #: allows it: NVIDIA's does): an upload whose waits are pending is held until they complete
+    reads_host_when_enqueued = False
 
     def __init__(self, device: "Device") -> None:
         self.device = device
@@ -364,7 +367,8 @@ class MemoryPool:
         self._check_own(buffer, "upload")
         data = _as_host_bytes(host_array, buffer, "upload", writable=False)
         return self.device._submit(f"upload {buffer.nbytes} B to {self.device.id}",
-                                   lambda waits: self._upload(buffer, data, waits), wait, (data, host_array), (buffer,))
+                                   lambda waits: self._upload(buffer, data, waits), wait, (data, host_array), (buffer,),
+                                   hold=self.reads_host_when_enqueued)
 
     def download(self, buffer: Buffer, host_array: np.ndarray, wait: Sequence[Event] = ()) -> Event:
         """Copy ``buffer`` into the C-contiguous, writable ``host_array`` of the same byte size."""
