@@ -1,6 +1,6 @@
 """``IOBinding``: a session's inputs and outputs kept on their devices, with onnxruntime's methods.
 
-An input is bound to a devicelayer Tensor, to any library's DLPack array (PyTorch, CuPy, JAX, NumPy), to a NumPy
+An input is bound to a devicelayer Tensor, to any library's DLPack array, to a NumPy
 array (``bind_cpu_input``) or, as onnxruntime does, to raw memory (``device_type``, ``device_id``,
 ``element_type``, ``shape``, ``buffer_ptr``).  A DLPack array is taken again at every run without a copy, so
 the producer's latest writes are ordered before the run by DLPack's stream handshake.  An output is bound to a
