@@ -11,7 +11,7 @@ A body is C that all three languages share (declarations, ``for``, ``if``,
 | ``CAST(type, v)`` | conversion |
 | ``T``, ``ACC`` | the kernel's element type and its compute type (``float`` for half) |
 | ``TO_ACC(v)``, ``FROM_ACC(v)`` | element type to compute type and back |
-| ``char``, ``uchar``, ``i16``, ``u16``, ``i64``, ``u64``, ``f16``, ``f64`` | sized types (``int``, ``uint``, ``float`` as usual); a bool tensor is a ``uchar`` buffer of 0 and 1 |
+| ``char``, ``uchar``, ``i16``, ``u16``, ``i64``, ``u64``, ``f16``, ``f64``, ``bf16`` | sized types (``int``, ``uint``, ``float`` as usual); a bool tensor is a ``uchar`` buffer of 0 and 1; ``bf16`` (bfloat16, computed in ``float`` as half is) where the language has it (``render.BFLOAT16_LANGUAGES``) |
 | ``dl_exp``, ``dl_log``, ``dl_sqrt``, ``dl_rsqrt``, ``dl_tanh``, ``dl_erf``, ``dl_abs``, ``dl_pow``, ``dl_floor``, ``dl_ceil``, ``dl_sin``, ``dl_cos``, ``dl_tan``, ``dl_asin``, ``dl_acos``, ``dl_atan``, ``dl_sinh``, ``dl_cosh``, ``dl_asinh``, ``dl_acosh``, ``dl_atanh``, ``dl_round`` (half to even), ``dl_div`` (division rounded as IEEE where ``/`` may not be), ``dl_trunc``, ``dl_sign``, ``dl_fmod``, ``dl_max``, ``dl_min``, ``dl_isnan``, ``dl_isinf``, ``DL_INF``, ``DL_NAN`` | float math (``dl_max``/``dl_min`` propagate NaN like NumPy); ``render.lacks`` says which a language has no ``f64`` form of |
 
 Integer ``/`` and ``%`` behave as in C only for non-negative operands: GLSL
@@ -31,7 +31,8 @@ import numpy as np
 
 #: dialect type name -> NumPy dtype
 TYPES = {"float": "float32", "f16": "float16", "f64": "float64", "int": "int32", "uint": "uint32",
-         "i64": "int64", "u64": "uint64", "char": "int8", "uchar": "uint8", "i16": "int16", "u16": "uint16"}
+         "i64": "int64", "u64": "uint64", "char": "int8", "uchar": "uint8", "i16": "int16", "u16": "uint16",
+         "bf16": "bfloat16"}
 #: NumPy dtype name -> dialect type name (bool buffers are bytes holding 0 or 1: OpenCL kernels may not take
 #: ``bool*`` and GLSL's bool has no storage layout)
 FROM_DTYPE = {**{v: k for k, v in TYPES.items()}, "bool": "uchar"}

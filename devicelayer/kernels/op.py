@@ -13,6 +13,7 @@ import numpy as np
 from .. import cpus
 from ..errors import InvalidArgument, UnsupportedOp
 from ..info import DeviceInfo
+from .render import BFLOAT16_LANGUAGES
 from .dialect import KernelSpec, Param
 
 
@@ -140,7 +141,7 @@ class Op:
         if info.kernel_language == "python":
             return None
         first = inputs[0].dtype.name if inputs else "float32"
-        if first not in self.kernel_dtypes:
+        if not kernel_takes(self.kernel_dtypes, first, info):
             return f"{self.name} has no {info.kernel_language} kernel for {first}"
         return None
 
@@ -152,6 +153,13 @@ class Op:
             raise self.error(f"takes {want} inputs, got {len(inputs)}")
         attrs = self.check(inputs, attrs)
         return attrs, self.infer(inputs, attrs)
+
+
+def kernel_takes(kernel_dtypes: frozenset[str], dtype: str, info: DeviceInfo) -> bool:
+    """Whether kernels made for ``kernel_dtypes`` take ``dtype`` on the device: bfloat16 runs the float16
+    kernels (storage, float arithmetic) where the kernel language has a bfloat16 type."""
+    return dtype in kernel_dtypes or (dtype == "bfloat16" and "float16" in kernel_dtypes
+                                      and info.kernel_language in BFLOAT16_LANGUAGES)
 
 
 def float_attr(op: Op, attrs: dict[str, Any], name: str, default: float) -> float:

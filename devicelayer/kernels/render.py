@@ -19,6 +19,10 @@ _GLSL_FLOAT_ONLY = frozenset({"dl_sin", "dl_cos", "dl_tan", "dl_asin", "dl_acos"
                               "dl_asinh", "dl_acosh", "dl_atanh", "dl_erf"})
 
 
+#: kernel languages with a bfloat16 type: there bfloat16 runs the float16 kernels (storage, float arithmetic)
+BFLOAT16_LANGUAGES = frozenset({"cuda-c"})
+
+
 def _acc(elem: str) -> str:
     return "f64" if elem == "f64" else "float"
 
@@ -91,12 +95,15 @@ __device__ __forceinline__ double dl_sign(double x) { return x > 0.0 ? 1.0 : (x 
 
 def render_cuda(spec: KernelSpec) -> str:
     """CUDA C for NVRTC: ``extern "C" __global__`` with the spec's parameters."""
-    uses_half = "float16" in spec.dtypes_used()
-    head = ["#include <cuda_fp16.h>\ntypedef __half f16;\n" if uses_half else "", _CUDA_PRELUDE]
+    used = spec.dtypes_used()
+    head = ["#include <cuda_fp16.h>\ntypedef __half f16;\n" if "float16" in used else "",
+            "#include <cuda_bf16.h>\ntypedef __nv_bfloat16 bf16;\n" if "bfloat16" in used else "", _CUDA_PRELUDE]
     elem = spec.elem
-    head.append(f"typedef {'f16' if elem == 'f16' else elem} T;\ntypedef {_acc(elem)} ACC;\n")
+    head.append(f"typedef {elem} T;\ntypedef {_acc(elem)} ACC;\n")
     if elem == "f16":
         head.append("#define TO_ACC(v) __half2float(v)\n#define FROM_ACC(v) __float2half(v)\n")
+    elif elem == "bf16":
+        head.append("#define TO_ACC(v) __bfloat162float(v)\n#define FROM_ACC(v) __float2bfloat16_rn(v)\n")
     else:
         head.append("#define TO_ACC(v) ((ACC)(v))\n#define FROM_ACC(v) ((T)(v))\n")
     head.append(_defines(spec))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
@@ -43,12 +44,32 @@ def inputs(*makers: Callable) -> Callable[[np.random.Generator], list[np.ndarray
 
 
 def all_cases() -> list[Case]:
-    """Every case of every family module in this package (each defines ``CASES``)."""
+    """Every case of every family module in this package (each defines ``CASES``), and each float16 case again
+    in bfloat16 where the op takes it."""
     cases: list[Case] = []
     for info in pkgutil.iter_modules(__path__):
         module = importlib.import_module(f"{__name__}.{info.name}")
         cases.extend(getattr(module, "CASES", []))
-    return cases
+    return cases + [twin for c in cases if c.dtype == "float16" for twin in _bfloat16_twin(c)]
+
+
+def _bfloat16_twin(case: Case) -> list[Case]:
+    """``case`` with its float16 arrays in bfloat16 (none when the op refuses bfloat16)."""
+    from devicelayer.dtypes import dtype as as_dtype
+    from devicelayer.kernels.op import OPS, TensorType
+    from devicelayer.ops import names  # noqa: F401  (registers the library)
+
+    bf16 = as_dtype("bfloat16")
+
+    def make(rng: np.random.Generator) -> list[np.ndarray]:
+        return [a.astype(bf16) if a.dtype == np.float16 else a for a in case.make(rng)]
+
+    try:
+        arrays = make(np.random.default_rng(0))
+        OPS[case.op].prepare([TensorType(a.shape, a.dtype) for a in arrays], dict(case.attrs))
+    except Exception:  # noqa: BLE001 - an op that refuses bfloat16 has no twin
+        return []
+    return [dataclasses.replace(case, make=make, id=f"{case.id}-bf16", dtype="bfloat16")]
 
 
 def reference64(name: str, arrays: list[np.ndarray], attrs: dict[str, Any]) -> list[np.ndarray]:

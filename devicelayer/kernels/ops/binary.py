@@ -18,7 +18,7 @@ import numpy as np
 from ...dtypes import EXTRA_FLOATS, is_number
 from ...info import DeviceInfo
 from ..dialect import KernelSpec, Param, dialect_type
-from ..op import Launch, Op, Plan, TensorType, groups_for, local_1d, parallel, register
+from ..op import Launch, Op, Plan, TensorType, groups_for, kernel_takes, local_1d, parallel, register
 from ..render import lacks
 from .numeric import KERNEL_DTYPES, SIGNED_TYPES, computable, describe_kinds, kind_of, wide, wide_unsigned
 
@@ -515,7 +515,7 @@ class Where(Op):
                 return f"{info.id} has no {t.dtype.name}"
         if info.kernel_language == "python":
             return None
-        if inputs[1].dtype.name not in self.kernel_dtypes:
+        if not kernel_takes(self.kernel_dtypes, inputs[1].dtype.name, info):
             return f"where has no {info.kernel_language} kernel for {inputs[1].dtype}"
         if inputs[0].dtype.name not in self.cond_dtypes:
             return f"where has no {info.kernel_language} kernel for a {inputs[0].dtype} condition"

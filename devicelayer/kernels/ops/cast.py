@@ -13,7 +13,7 @@ import numpy as np
 
 from ...dtypes import EXTRA, dtype as resolve_dtype, finfo, is_number
 from ..dialect import KernelSpec, Param, dialect_type
-from ..op import Launch, Op, Plan, TensorType, groups_for, local_1d, register
+from ..op import Launch, Op, Plan, TensorType, groups_for, kernel_takes, local_1d, register
 from .binary import float_to_int
 from .numeric import KERNEL_DTYPES, kind_of
 
@@ -60,12 +60,12 @@ def convert(x: np.ndarray, to: np.dtype, saturate: bool = True, round_mode: str 
 def conversion(value: str, src: np.dtype, dst: np.dtype) -> str:
     """Dialect expression converting ``value`` of kernel dtype ``src`` to kernel dtype ``dst``."""
     s, d = dialect_type(src), dialect_type(dst)
-    if s == "f16":  # half converts through float everywhere
+    if s in ("f16", "bf16"):  # half and bfloat16 convert through float everywhere
         value, s, src = f"CAST(float, {value})", "float", np.dtype(np.float32)
     if dst.kind == "b":
         return f"({value} != CAST({s}, 0) ? CAST(uchar, 1) : CAST(uchar, 0))"
-    if d == "f16":
-        return f"CAST(f16, {conversion(value, src, np.dtype(np.float32))})"
+    if d in ("f16", "bf16"):
+        return f"CAST({d}, {conversion(value, src, np.dtype(np.float32))})"
     if src.kind == "f" and dst.kind in "iu":
         return float_to_int(value, s, d)
     return f"CAST({d}, {value})"
@@ -120,7 +120,7 @@ class Cast(Op):
             to = attrs["to"].name
             if to not in info.dtypes:
                 return f"{info.id} has no {to}"
-            if to not in self.kernel_dtypes:
+            if not kernel_takes(self.kernel_dtypes, to, info):
                 return f"cast has no {info.kernel_language} kernel to {to}"
         return why
 

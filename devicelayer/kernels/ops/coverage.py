@@ -10,7 +10,7 @@ import numpy as np
 from ...info import DeviceInfo
 from ..dialect import FROM_DTYPE
 from ..op import Op, TensorType
-from ..render import lacks
+from ..render import BFLOAT16_LANGUAGES, lacks
 
 
 def device_gap(op: Op, tensors: Sequence[TensorType], info: DeviceInfo, compute: np.dtype | None = None,
@@ -25,7 +25,7 @@ def device_gap(op: Op, tensors: Sequence[TensorType], info: DeviceInfo, compute:
     if info.kernel_language == "python":
         return None
     for name in names:
-        if name not in FROM_DTYPE:
+        if name not in FROM_DTYPE or (name == "bfloat16" and info.kernel_language not in BFLOAT16_LANGUAGES):
             return f"{op.name} has no {info.kernel_language} kernel for {name}"
     if code and compute is not None:
         why = lacks(code, info.kernel_language, FROM_DTYPE[np.dtype(compute).name])

@@ -21,7 +21,7 @@ import numpy as np
 from ...errors import UnsupportedOp
 from ...info import DeviceInfo
 from ..dialect import TYPES, KernelSpec, Param, dialect_type
-from ..op import Alias, Launch, Op, Plan, TensorType, add_flag, groups_for, local_1d, register
+from ..op import Alias, Launch, Op, Plan, TensorType, add_flag, groups_for, kernel_takes, local_1d, register
 from .indices import checked_index, index_dtype, normalized, out_of_range
 
 MAX_RANK = 6  # dims a copy kernel walks after coalescing
@@ -171,7 +171,7 @@ class Movement(Op):
         for i in (range(len(inputs)) if self.data_inputs is None else self.data_inputs):
             name = inputs[i].dtype.name
             ct = copy_type(inputs[i].dtype)
-            if name not in self.kernel_dtypes or ct is None:
+            if not kernel_takes(self.kernel_dtypes, name, info) or ct is None:
                 return f"{self.name} has no {info.kernel_language} kernel for {name}"
             if TYPES[ct] not in info.dtypes:
                 return f"{self.name} moves {name} as {TYPES[ct]}, which {info.id} lacks"
@@ -539,7 +539,8 @@ _PAD_MAP = {
     # no % of a negative number: GLSL leaves it undefined (NVIDIA and lavapipe differ)
     "wrap": "        c{k} = c{k} < 0 ? (i{k} - 1) - ((-c{k} - 1) % i{k}) : c{k} % i{k};\n",
 }
-_PAD_VALUE = {"float": ("float", "value"), "f16": ("float", "FROM_ACC(value)"), "int": ("int", "value"),
+_PAD_VALUE = {"float": ("float", "value"), "f16": ("float", "FROM_ACC(value)"),
+              "bf16": ("float", "FROM_ACC(value)"), "int": ("int", "value"),
               "i64": ("i64", "value")}
 
 
@@ -672,7 +673,7 @@ class Pad(Movement):
         args: list[Any] = [source, ("out", 0), n]
         args += [int(d[0]) for d in dims[1:]] + [int(d[1]) for d in dims] + [int(d[2]) for d in dims]
         if mode == "constant":
-            args.append(float(attrs["value"]) if elem in ("float", "f16") else int(attrs["value"]))
+            args.append(float(attrs["value"]) if elem in ("float", "f16", "bf16") else int(attrs["value"]))
         local = local_1d(info)
         steps.append(Launch(spec, tuple(args), groups_for(n, local, info), (local,)))
         return Plan(steps, temps)

@@ -20,7 +20,7 @@ import numpy as np
 
 from ...info import DeviceInfo
 from ..dialect import KernelSpec, Param, dialect_type
-from ..op import Launch, Op, Plan, TensorType, float_attr, groups_for, local_1d, register
+from ..op import Launch, Op, Plan, TensorType, float_attr, groups_for, kernel_takes, local_1d, register
 from ..render import lacks
 from .binary import INT_MAX
 from .movement import refuse_unknown
@@ -142,7 +142,7 @@ class _Generator(Op):
                 return f"{info.id} has no {t.dtype.name}"
         if info.kernel_language == "python":
             return None
-        if self.reads_input and inputs[0].dtype.name not in self.kernel_dtypes:
+        if self.reads_input and not kernel_takes(self.kernel_dtypes, inputs[0].dtype.name, info):
             return f"{self.name} has no {info.kernel_language} kernel for {inputs[0].dtype}"
         if out.size > INT_MAX:
             return f"{self.name}: {out.size} elements exceed the kernels' int32 indexing"

@@ -24,7 +24,7 @@ import numpy as np
 from ...dtypes import is_float
 from ...errors import UnsupportedOp
 from ...info import DeviceInfo
-from ..dialect import TYPES, KernelSpec, Param, dialect_type
+from ..dialect import FROM_DTYPE, TYPES, KernelSpec, Param, dialect_type
 from ..op import Launch, Op, Plan, TensorType, groups_for, local_1d, register
 from ..render import lacks
 from .binary import INT_MAX, collapse, contiguous_strides, unravel
@@ -125,8 +125,8 @@ def compute_type(dtype: Any) -> str:
     """The dialect type values of ``dtype`` are combined in: ACC for floats, integers in their own width (int or
     uint when narrower), bool as uint."""
     dtype = np.dtype(dtype)
-    if dtype.kind == "f":
-        return acc_type(dialect_type(dtype))
+    if is_float(dtype):  # (float8 and float4, which only the host stores, in float too)
+        return acc_type(dialect_type(dtype)) if dtype.name in FROM_DTYPE else "float"
     if dtype.kind == "b":
         return "uint"
     if dtype.kind == "u":
@@ -135,8 +135,8 @@ def compute_type(dtype: Any) -> str:
 
 
 def compute_dtype(dtype: Any) -> np.dtype:
-    """The NumPy dtype of ``compute_type(dtype)`` (what the NumPy references compute in; float32 for bfloat16,
-    which only the host stores)."""
+    """The NumPy dtype of ``compute_type(dtype)`` (what the NumPy references compute in; float32 for
+    bfloat16)."""
     if np.dtype(dtype).name == "bfloat16":
         return np.dtype(np.float32)
     return np.dtype(TYPES[compute_type(dtype)])
@@ -145,14 +145,14 @@ def compute_dtype(dtype: Any) -> np.dtype:
 def compute_defines(dtype: Any) -> tuple[tuple[str, str], ...]:
     """Kernel defines of ``RT`` (the compute type), ``TO_RT(v)`` (an element to RT) and ``FROM_RT(v)`` (back)."""
     rt = compute_type(dtype)
-    if np.dtype(dtype).kind == "f":
+    if is_float(dtype):
         return (("RT", rt), ("TO_RT(v)", "TO_ACC(v)"), ("FROM_RT(v)", "FROM_ACC(v)"))
     return (("RT", rt), ("TO_RT(v)", f"CAST({rt}, v)"), ("FROM_RT(v)", "CAST(T, v)"))
 
 
 def literal(value: float | int, rt: str) -> str:
     """A dialect expression of type ``rt`` for ``value`` (infinities for floats; any 64-bit integer)."""
-    if rt in ("float", "f64", "f16"):
+    if rt in ("float", "f64", "f16", "bf16"):
         value = float(value)
         if np.isinf(value):
             return f"CAST({rt}, {'-' if value < 0 else ''}DL_INF)"
