@@ -55,13 +55,6 @@ EXPECTED: list[Expected] = [
     Expected(r"^test_attention_4d_causal_fp16_expanded$", "semantics",
              "float16 attention computed in float32 (2 float16 ulp from the reference, which rounds to float16 at "
              "every step, outside the 1e-3 tolerance)", ("vulkan", "cuda")),
-    # -- dtypes a device holds but whose arithmetic its kernels lack -----------------------------------------------
-    Expected(r"^test_(attention_(3d_causal|4d_attn_mask_causal|4d_causal|4d_causal_padded_kv|4d_padded_kv)_bf16|"
-             r"cast_(BFLOAT16_to_FLOAT|FLOAT_to_BFLOAT16)|castlike_(BFLOAT16_to_FLOAT|FLOAT_to_BFLOAT16)|"
-             r"celu_bfloat16|einsum_(batch_matmul|sum|transpose)_bfloat16|reversesequence_bfloat16)(_expanded)?$|"
-             r"^test_range_bfloat16_type_positive_delta_expanded$", "dtype",
-             "CUDA holds bfloat16 (memory, DLPack, raw kernels) but the op library's CUDA kernels have no bfloat16 "
-             "form; what only gathers or is cut to the host passes", ("cuda",)),
     # -- cases ONNX's comparison cannot judge ------------------------------------------------------------------------------
     Expected(r"^test_loop16_seq_none$", "harness",
              "the expected output is a sequence holding a 0-d tensor, which ONNX's runner cannot compare "
