@@ -359,8 +359,9 @@ def lacks(code: str, language: str, elem: str) -> str | None:
 
 
 #: float division rounded as IEEE, GLSL's own ``/`` being allowed 2.5 ulp: through double where the device has it
-#: (the float64 quotient of two floats, rounded to float, is the nearest float but in vanishingly rare cases), else one correction step with the
-#: remainder made exact by Dekker's product (precise: neither contracted nor reassociated)
+#: (the float64 quotient of two floats, rounded to float, is the nearest float but in vanishingly rare cases),
+#: else one correction step with the remainder made exact by Dekker's product (precise: neither contracted nor
+#: reassociated)
 _GLSL_DIV_F64 = """float dl_div(float a, float b) { return float(double(a) / double(b)); }"""
 _GLSL_DIV_F32 = """float dl_div(float a, float b) {
     precise float q = a / b;
