@@ -52,6 +52,7 @@ def _copy_across(dst: Buffer, src: Buffer, wait: tuple[Event, ...]) -> Event:
     src_pool, dst_pool = src.pool, dst.pool
     if src_pool is dst_pool:
         return src_pool.copy(dst, src, wait)
+    wait = wait + _queued_on_host(src) + _queued_on_host(dst)
     for pool in (src_pool, dst_pool):
         direct = pool._direct_copy(dst, src, wait)
         if direct is not None:
@@ -61,6 +62,15 @@ def _copy_across(dst: Buffer, src: Buffer, wait: tuple[Event, ...]) -> Event:
     if src_pool.maps_host_memory:
         return _after(dst_pool.upload(_bytes(dst), src_pool.host_view(src), wait), src)
     return _staged(dst, src, wait)
+
+
+def _queued_on_host(buffer: Buffer) -> tuple[Event, ...]:
+    """Pending work of a host-memory buffer's own device on it: a copy across pools is submitted to the other
+    device, and still comes after it (work on one device runs in submission order)."""
+    if not buffer.pool.maps_host_memory:
+        return ()
+    own = buffer.pool.device
+    return tuple(e for e in list(buffer.root._uses.values()) if e.device is own and not e.done)
 
 
 def _bytes(buffer: Buffer) -> Buffer:

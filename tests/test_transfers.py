@@ -44,6 +44,28 @@ def test_round_trips_never_block_and_see_every_write(device_pair, rng, n):
             pool.free(buf)
 
 
+def test_transfer_comes_after_work_queued_on_a_host_buffer(device_pair, rng):
+    """Work on one device runs in submission order, transfers included: a copy out of (or into) a host buffer
+    comes after host work queued on that buffer, though the copy is submitted elsewhere and names no wait."""
+    a, b = (dl.device(i) for i in device_pair)
+    if not (a.pool.maps_host_memory or b.pool.maps_host_memory):
+        pytest.skip("neither side is host memory")
+    n = 4096
+    data = rng.integers(0, 256, n, dtype=np.uint8)
+    src = a.pool.allocate(n)
+    a.pool.upload(src, np.zeros(n, np.uint8)).wait(60)
+    gate = dl.UserEvent("gate")
+    queued = a.pool.upload(src, data, wait=[gate])  # pending work that writes src
+    dst, ev = dl.transfer(src, b.pool)
+    gate.set()
+    out = np.full(n, 0x7F, np.uint8)
+    b.pool.download(dst, out, wait=[ev]).wait(60)
+    queued.wait(60)
+    np.testing.assert_array_equal(out, data)
+    a.pool.free(src)
+    b.pool.free(dst)
+
+
 def test_transfer_keeps_dtype_and_views(device_pair, rng):
     src_dev, dst_dev = (dl.device(i) for i in device_pair)
     data = rng.standard_normal(1000).astype(np.float32)
