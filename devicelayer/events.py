@@ -144,12 +144,14 @@ class Event:
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                     or not timeout >= 0):
             raise InvalidArgument(f"timeout must be a number of seconds >= 0, or None; got {timeout!r}")
+        if timeout is not None and timeout > threading.TIMEOUT_MAX:  # (inf, 1e300): as long as it takes
+            timeout = None
         if not self.done:
             try:
                 finished = self._block(timeout)
-            except EventError:
-                raise
-            except BaseException as exc:
+            except (EventError, KeyboardInterrupt, SystemExit):
+                raise  # the caller's interruption, not the work's failure: the work goes on
+            except BaseException as exc:  # a driver error while waiting is the work's error
                 self._finish(exc)
                 finished = True
             if not finished:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
+import pytest
+
 import devicelayer as dl
 from devicelayer import events as ev_module
 from devicelayer.events import DeferredEvent, Event
@@ -54,3 +57,28 @@ def test_long_chain_through_many_watched_natives():
     for e in events:
         e.wait(30)
     dev.pool.free(buf)
+
+
+def test_wait_without_end_is_as_long_as_it_takes(device):
+    t = dl.tensor(np.ones(4, np.float32), device)
+    for timeout in (float("inf"), 1e300):
+        t.ready.wait(timeout)
+        assert t.ready.error is None
+    np.testing.assert_array_equal(t.numpy(), np.ones(4, np.float32))
+    t.free()
+
+
+def test_an_interrupted_wait_leaves_the_work_alone(monkeypatch):
+    gate = dl.UserEvent("gate")
+
+    def interrupted(timeout):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(gate, "_block", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        gate.wait()
+    monkeypatch.undo()
+    assert not gate.done and gate.error is None
+    gate.set()
+    gate.wait(5)
+    assert gate.error is None
