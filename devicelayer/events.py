@@ -188,7 +188,9 @@ class Event:
 def _run_callback(cb: Callable[[Event], None], ev: Event) -> None:
     try:
         cb(ev)
-    except Exception:  # a callback must never break completion of others
+    except BaseException as exc:  # a callback must never break completion of others, nor the thread it runs on
+        if isinstance(exc, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
+            raise
         log.exception("devicelayer: callback of %s raised", ev.label)
 
 

@@ -82,3 +82,20 @@ def test_an_interrupted_wait_leaves_the_work_alone(monkeypatch):
     gate.set()
     gate.wait(5)
     assert gate.error is None
+
+
+def test_a_callback_that_raises_anything_is_logged_and_the_device_goes_on(device, caplog):
+    gate = dl.UserEvent("gate")
+    t = dl.tensor(np.zeros(4, np.float32), device)
+    up = device.pool.upload(t.buffer, np.arange(4, dtype=np.float32), wait=[gate])
+
+    def bail(_):
+        raise SystemExit(3)
+
+    up.add_done_callback(bail)
+    gate.set()
+    up.wait(60)
+    for _ in range(3):  # the thread that ran the callback still serves the device
+        np.testing.assert_array_equal(t.numpy(), np.arange(4, dtype=np.float32))
+    assert any("callback" in r.getMessage() for r in caplog.records)
+    t.free()
