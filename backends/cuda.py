@@ -377,7 +377,7 @@ class CudaPool(MemoryPool):
     def wrap_foreign(self, data: int, byte_offset: int, nbytes: int, owner: Any) -> tuple[_Foreign, int]:
         return _Foreign(data + byte_offset, owner), 0
 
-    def host_array(self, shape: Any, dtype: Any = np.float32) -> np.ndarray:
+    def _host_array(self, shape: Any, dtype: Any) -> np.ndarray:
         """A host array in pinned (page-locked) memory: transfers from and to it are plain async DMA."""
         dt = np.dtype(dtype)
         count = int(np.prod(shape))

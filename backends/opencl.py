@@ -125,7 +125,7 @@ class OpenCLPool(MemoryPool):
             raise DLPackError(f"{dev.id}: the DLPack tensor reaches byte {byte_offset + nbytes} of a {size}-byte cl_mem")
         return mem, byte_offset
 
-    def host_array(self, shape: Any, dtype: Any = np.float32) -> np.ndarray:
+    def _host_array(self, shape: Any, dtype: Any) -> np.ndarray:
         """A host array in pinned (page-locked) memory, mapped from an ALLOC_HOST_PTR buffer."""
         dt = np.dtype(dtype)
         count = int(np.prod(shape))

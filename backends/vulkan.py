@@ -574,11 +574,11 @@ class VulkanPool(MemoryPool):
         block, offset = self.device._where(buffer)
         return block.addr + offset if block.addr else None
 
-    def host_array(self, shape: Any, dtype: Any = np.float32) -> np.ndarray:
+    def _host_array(self, shape: Any, dtype: Any) -> np.ndarray:
         """Host-visible Vulkan memory as a NumPy array: transfers to and from it are one GPU copy, no memcpy."""
         dev = self.device
         if dev.mapped:
-            return super().host_array(shape, dtype)
+            return super()._host_array(shape, dtype)
         dt = np.dtype(dtype)
         count = int(np.prod(shape, dtype=np.int64))
         return dev.host_array(max(count * dt.itemsize, 1), dt)[:count].reshape(shape)

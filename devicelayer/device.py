@@ -140,6 +140,15 @@ class Device:
         self._check_open()
         if not isinstance(entry, str) or not entry.isidentifier():
             raise InvalidArgument(f"compile: entry must be an identifier, got {entry!r}")
+        if isinstance(source, str):
+            if "\0" in source:
+                raise InvalidArgument(f"compile: the source has a NUL character at {source.index(chr(0))} (compilers "
+                                      f"stop reading there)")
+            try:
+                source.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise InvalidArgument(f"compile: the source is not text UTF-8 can hold ({exc.reason} at "
+                                      f"{exc.start})") from None
         if isinstance(options, str):
             options = tuple(options.split())
         if not all(isinstance(o, str) for o in options):

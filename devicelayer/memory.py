@@ -125,10 +125,18 @@ class Buffer:
         return f"<{kind} {self.nbytes} B at +{self.offset} on {self.pool.device.id}{state}>"
 
 
+def check_unmasked(array: Any, where: str) -> None:
+    """InvalidArgument for a NumPy masked array: device memory holds no mask, and dropping it changes the data."""
+    if isinstance(array, np.ma.MaskedArray):
+        raise InvalidArgument(f"{where}: a masked array would lose its mask; pass array.filled(value) or "
+                              f"array.data")
+
+
 def _as_host_bytes(array: Any, buffer: Buffer, where: str, writable: bool) -> np.ndarray:
     """Check a host array against a buffer and return it as a flat uint8 view."""
     if not isinstance(array, np.ndarray):
         raise InvalidArgument(f"{where}: expected a NumPy array, got {type(array).__name__}")
+    check_unmasked(array, where)
     if array.dtype.hasobject:
         raise InvalidArgument(f"{where}: arrays of Python objects cannot be copied to a device")
     if buffer.dtype is not None and array.dtype != buffer.dtype:
@@ -193,8 +201,17 @@ class MemoryPool:
         raise InvalidArgument(f"{self.device.id}: buffers are not host memory")
 
     def host_array(self, shape: Any, dtype: Any = np.float32) -> np.ndarray:
-        """A host array that transfers to and from this device fastest (pinned where the backend can)."""
-        return np.empty(check_shape(shape, "host_array"), device_dtype(dtype, "host_array"))
+        """A host array that transfers to and from this device fastest (pinned where the backend can);
+        OutOfMemory where the host cannot hold it."""
+        shape, dt = check_shape(shape, "host_array"), device_dtype(dtype, "host_array")
+        try:
+            return self._host_array(shape, dt)
+        except MemoryError:
+            nbytes = int(np.prod(shape, dtype=np.float64)) * dt.itemsize
+            raise OutOfMemory(f"{self.device.id}: host_array of {nbytes:.0f} bytes: the host cannot hold it") from None
+
+    def _host_array(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        return np.empty(shape, dtype)
 
     # -- DLPack: what this pool's memory is (``devicelayer/dlpack.py`` and ``interop.py`` do the rest) ---------
     def dlpack_device(self) -> tuple[int, int]:

@@ -9,7 +9,7 @@ import numpy as np
 from .device import Device
 from .errors import InvalidArgument
 from .events import CompletedEvent, Event
-from .memory import Buffer, check_shape, device_dtype
+from .memory import Buffer, check_shape, check_unmasked, device_dtype
 
 
 class Tensor:
@@ -139,6 +139,7 @@ def tensor(array: Any, device: Device | str, dtype: Any = None, wait: Sequence[E
     from .registry import device as find
 
     dev = find(device)
+    check_unmasked(array, "tensor")
     try:
         arr = np.asarray(array, dtype=None if dtype is None else device_dtype(dtype, "tensor"))
     except (TypeError, ValueError) as exc:

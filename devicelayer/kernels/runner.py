@@ -216,9 +216,15 @@ def check_values(op: Op, device: Device, plan: Plan, temp_bufs: Sequence[Buffer]
             raise error
 
 
-def run(name: str, inputs: Sequence[Tensor], out: Sequence[Tensor] | None = None, **attrs: Any) -> list[Tensor]:
-    """Run op ``name`` on the device holding ``inputs``; returns output Tensors (``out`` to write given ones)."""
+def run(name: str, inputs: Sequence[Tensor], out: Sequence[Tensor] | Tensor | None = None,
+        **attrs: Any) -> list[Tensor]:
+    """Run op ``name`` on the device holding ``inputs``; returns output Tensors (``out`` to write given ones: a
+    sequence, or one Tensor for an op of one output)."""
     op = get(name)
+    if isinstance(out, Tensor):
+        out = [out]
+    elif out is not None and not isinstance(out, (list, tuple)):
+        raise InvalidArgument(f"{name}: out= takes a Tensor or a list of Tensors, got {type(out).__name__}")
     if not inputs:
         raise InvalidArgument(f"{name}: needs at least one input tensor")
     for t in inputs:

@@ -65,6 +65,8 @@ misuses(A, _buffer16, [
      lambda s, buf: s.pool.upload(buf, [1.0, 2.0, 3.0, 4.0])),
     ("upload-object-array", "upload an array of Python objects", InvalidArgument, "Python objects",
      lambda s, buf: s.pool.upload(buf, np.empty(2, object))),
+    ("upload-masked-array", "upload a NumPy masked array", InvalidArgument, "would lose its mask",
+     lambda s, buf: s.pool.upload(buf, np.ma.masked_array(np.zeros(4, np.float32), mask=[0, 1, 0, 0]))),
     ("download-read-only", "download into a read-only array", InvalidArgument, "read-only",
      lambda s, buf: s.pool.download(buf, _read_only(np.zeros(4, np.float32)))),
     ("download-non-contiguous", "download into a strided array", InvalidArgument, "C-contiguous",
@@ -135,6 +137,12 @@ def _(s):
         "negative dimension")
 def _(s):
     return lambda: s.pool.host_array(-1)
+
+
+@misuse("host-array-beyond-the-host", A, "ask for a pinned host array of 2^40 float32 (4 TiB)", OutOfMemory,
+        "the host cannot hold it")
+def _(s):
+    return lambda: s.pool.host_array((1 << 40,), np.float32)
 
 
 @misuse("host-array-bad-dtype", A, "ask for a pinned host array of a dtype NumPy does not know", InvalidArgument,

@@ -29,6 +29,10 @@ misuses("compile", _increment_source, [
      lambda s, src: s.device.compile(42, "increment")),
     ("compile-options-not-strings", "compile with options=[1]", InvalidArgument, "options must be strings",
      lambda s, src: s.device.compile(src, "increment", options=[1])),
+    ("compile-source-with-nul", "compile source with a NUL character and more after it", InvalidArgument,
+     "NUL character", lambda s, src: s.device.compile(src + "\0int x;", "increment")),
+    ("compile-source-lone-surrogate", "compile source holding a lone surrogate (U+D800)", InvalidArgument,
+     "not text UTF-8 can hold", lambda s, src: s.device.compile(src + "\ud800", "increment")),
     ("compile-bad-signature", "compile with signature 'int int int'", InvalidArgument, "cannot pass",
      lambda s, src: s.device.compile(src, "increment", signature="int int int")),
     ("compile-signature-not-parameters", "compile with signature=[1, 2]", InvalidArgument,
@@ -200,6 +204,10 @@ misuses(L, _four, [
      lambda s, t: dl.ops.relu(t, alpha=1)),
     ("op-out-wrong-shape", "run relu into an out= Tensor of another shape", InvalidArgument,
      "out= tensor must be", lambda s, t: dl.ops.run("relu", [t], out=[t.reshape((2, 2))])),
+    ("op-out-not-tensors", "run relu with out=3", InvalidArgument, "out= takes a Tensor or a list",
+     lambda s, t: dl.ops.relu(t, out=3)),
+    ("tensor-masked-array", "make a Tensor of a NumPy masked array", InvalidArgument, "would lose its mask",
+     lambda s, t: dl.tensor(np.ma.masked_array(np.ones(3, np.float32), mask=[0, 1, 0]), s.device)),
 ])
 
 
