@@ -113,7 +113,15 @@ def _print_table(doc: dict[str, Any]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``devicelayer`` console script."""
+    """Entry point of the ``devicelayer`` console script (exit status 130 when interrupted, as shells expect)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("devicelayer: interrupted", file=sys.stderr)
+        return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = UsageParser(prog="devicelayer", description="One interface to every compute device.")
     parser.add_argument("--version", action="version", version=f"devicelayer {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)

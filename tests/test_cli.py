@@ -62,3 +62,14 @@ def test_bench_measures_caches_and_info_shows_it(capsys, monkeypatch, tmp_path):
     after = {d["id"]: d for d in json.loads(capsys.readouterr().out)["devices"]}
     assert after[dev]["measured"]["upload_GBps"] == fig["upload_GBps"]
     assert main(["bench", "--device", "nope:0"]) == 2
+
+
+def test_an_interrupted_command_exits_130(capsys, monkeypatch):
+    from devicelayer import cli_run
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_run, "main", interrupted)
+    assert main(["run", "--bundled", "tiny_cnn"]) == 130
+    assert "interrupted" in capsys.readouterr().err
