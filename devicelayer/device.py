@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -424,24 +425,47 @@ class Device:
     # -- lifetime --------------------------------------------------------------------
     def synchronize(self) -> None:
         """Block until all work submitted to the device so far has finished."""
-        while True:
-            with self._submit_lock:
-                tail = self._backlog[-1][0] if self._backlog else None
-            if tail is None:
-                break
-            tail._signal().wait()
+        self._wait_backlog(None)
         self._synchronize()
 
-    def close(self) -> None:
-        """Wait for the device's work, then free everything it holds. Further use raises."""
+    def close(self, timeout: float | None = None) -> None:
+        """Wait for the device's work, then free everything it holds. Further use raises.
+
+        ``timeout``: how long to wait for work still deferred behind events that have not completed (a user
+        event never set); that work then fails with LaunchError instead of holding the close forever."""
         if self._closed:
             return
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                    or not timeout >= 0):
+            raise InvalidArgument(f"close: timeout must be a number of seconds >= 0, or None; got {timeout!r}")
         try:
+            if not self._wait_backlog(timeout):
+                self._fail_backlog(f"device {self.id} was closed before the work it waited for completed")
             self.synchronize()
         finally:
             with self._submit_lock:
                 self._closed = True
             self._close()
+
+    def _wait_backlog(self, timeout: float | None) -> bool:
+        """Wait up to ``timeout`` seconds for the deferred work to be submitted; False if some is still waiting."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._submit_lock:
+                tail = self._backlog[-1][0] if self._backlog else None
+            if tail is None:
+                return True
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not tail._signal().wait(left):
+                return False
+
+    def _fail_backlog(self, why: str) -> None:
+        """Fail every deferred submission with LaunchError(``why``): their waits will not complete."""
+        with self._submit_lock:
+            pending = list(self._backlog)
+            self._backlog.clear()
+        for event, _op, wait, _hold in pending:
+            event._finish(LaunchError(f"{event.label}: {why}"))
 
     def _check_open(self) -> None:
         if self._closed:

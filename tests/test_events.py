@@ -99,3 +99,19 @@ def test_a_callback_that_raises_anything_is_logged_and_the_device_goes_on(device
         np.testing.assert_array_equal(t.numpy(), np.arange(4, dtype=np.float32))
     assert any("callback" in r.getMessage() for r in caplog.records)
     t.free()
+
+
+def test_close_gives_up_on_work_behind_an_event_that_never_completes():
+    from devicelayer.registry import _instantiate
+
+    dev = _instantiate("devicelayer.backends.host:HostBackend").devices()[0]
+    never = dl.UserEvent("never")
+    buf = dev.pool.allocate(16)
+    stuck = dev.pool.upload(buf, np.zeros(4, np.float32), wait=[never])
+    with pytest.raises(dl.InvalidArgument, match="timeout"):
+        dev.close(timeout=-1)
+    dev.close(timeout=0.2)
+    with pytest.raises(dl.EventError, match="closed before the work it waited for"):
+        stuck.wait(5)
+    with pytest.raises(dl.InvalidArgument, match="closed"):
+        dev.pool.allocate(8)

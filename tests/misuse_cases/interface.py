@@ -161,6 +161,12 @@ def _(s):
     return lambda: dl.device(f"{missing[0].backend}:0")
 
 
+@misuse("close-negative-timeout", A, "close a device with timeout=-1", InvalidArgument, "timeout must be")
+def _(s):
+    dev = s.private_host()
+    return lambda: dev.close(timeout=-1)
+
+
 @misuse("closed-device-allocate", A, "allocate on a closed device", InvalidArgument, "device was closed")
 def _(s):
     dev = s.private_host()
