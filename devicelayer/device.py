@@ -13,7 +13,7 @@ from .errors import CompileError, DeviceLayerError, InvalidArgument, LaunchError
 from .events import CompletedEvent, DeferredEvent, Event, check_events, dependency_error, dispatcher
 from .info import DeviceInfo
 from .memory import Buffer, MemoryPool
-from .signature import Arg, Signature, _int_range, check_scalar, check_size, parse_signature
+from .signature import Arg, Signature, _float_max, _int_range, check_scalar, check_size, parse_signature
 
 if TYPE_CHECKING:
     from .recording import Recording
@@ -46,6 +46,7 @@ class Program:
 Op = Callable[[list[Event]], Event]
 
 _BUFFER, _INT, _FLOAT, _OTHER = range(4)
+_INF = float("inf")
 
 
 def _check_plan(signature: Signature | None) -> tuple[tuple[int, Any, int, int], ...] | None:
@@ -60,7 +61,7 @@ def _check_plan(signature: Signature | None) -> tuple[tuple[int, Any, int, int],
             lo, hi = _int_range(arg.dtype)
             plan.append((_INT, arg.dtype.type, lo, hi))
         elif arg.kind == "scalar" and arg.dtype is not None and arg.dtype.kind == "f":
-            plan.append((_FLOAT, arg.dtype.type, 0, 0))
+            plan.append((_FLOAT, arg.dtype.type, 0, _float_max(arg.dtype)))
         else:
             plan.append((_OTHER, None, 0, 0))
     return tuple(plan)
@@ -292,7 +293,7 @@ class Device:
                         checked.append(ctype(value))
                         continue
                 elif code == _FLOAT:
-                    if t is float:
+                    if t is float and not hi < abs(value) < _INF:  # (a finite value beyond the type: full check)
                         checked.append(ctype(value))
                         continue
                 break

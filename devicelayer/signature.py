@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
@@ -96,6 +97,22 @@ def c_signature(source: str, entry: str) -> Signature | None:
         return None
 
 
+def _float_max(dtype: np.dtype) -> float:
+    """The largest finite value of a float dtype."""
+    return float(np.finfo(dtype).max)
+
+
+def _check_float_range(value: int | float, dtype: np.dtype, arg: Arg, where: str) -> None:
+    """InvalidArgument for a finite number beyond what a float ``dtype`` holds (it would become infinity)."""
+    try:
+        beyond = math.isfinite(float(value)) and abs(float(value)) > _float_max(dtype)
+    except OverflowError:  # an int beyond float64
+        beyond = True
+    if beyond:
+        raise InvalidArgument(f"{where}: argument {arg.name!r} ({dtype}) cannot hold {value!r} (it would become "
+                              f"infinity)")
+
+
 def check_scalar(value: Any, arg: Arg, where: str) -> np.generic:
     """Convert a launch scalar to ``arg.dtype``, refusing lossy or ill-typed values."""
     if isinstance(value, Buffer):
@@ -122,10 +139,13 @@ def check_scalar(value: Any, arg: Arg, where: str) -> np.generic:
                 raise InvalidArgument(f"{where}: argument {arg.name!r} ({dtype}) cannot hold {value}")
         elif dtype.kind != "f":
             raise InvalidArgument(f"{where}: argument {arg.name!r} expects {dtype}, got an int")
+        else:
+            _check_float_range(value, dtype, arg, where)
         return dtype.type(value)
     if isinstance(value, float):
         if dtype.kind != "f":
             raise InvalidArgument(f"{where}: argument {arg.name!r} expects {dtype}, got a float")
+        _check_float_range(value, dtype, arg, where)
         return dtype.type(value)
     raise InvalidArgument(f"{where}: argument {arg.name!r} expects {dtype}, got {type(value).__name__}")
 

@@ -94,6 +94,8 @@ misuses(L, _Launch, [
      lambda s, k: k.launch(k.prog, k.args(n=2.5), 16)),
     ("launch-int-overflow", "pass 2**40 as an int32", InvalidArgument, "cannot hold",
      lambda s, k: k.launch(k.prog, k.args(n=1 << 40), 16)),
+    ("launch-float-overflow", "pass 1e300 as a float32", InvalidArgument, "would become infinity",
+     lambda s, k: k.launch(k.prog, k.args(a=1e300), 16)),
     ("launch-bool-for-int", "pass True where an int goes", InvalidArgument, "got a bool",
      lambda s, k: k.launch(k.prog, k.args(n=True), 16)),
     ("launch-string-for-float", "pass '1.0' where a float goes", InvalidArgument, "got str",
