@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import platform
 import statistics
 import subprocess
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 
 def commit() -> str:
@@ -17,6 +19,17 @@ def commit() -> str:
                               text=True, cwd=Path(__file__).parent, timeout=30).stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+
+
+def write_result(folder: str | Path, name: str, fields: dict[str, Any]) -> Path:
+    """Write ``fields`` with the benchmark's name, date, machine and commit as ``folder/name-<time>.json``."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = {"benchmark": name.replace("-", "_"), "date": time.strftime("%Y-%m-%d"), "machine": platform.node(),
+           "commit": commit(), **fields}
+    path = out / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(doc, indent=1, default=str))
+    return path
 
 
 def best_median(fn: Callable[[], float], rounds: int) -> float:

@@ -13,18 +13,15 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
-import platform
 import time
 import traceback
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-from benchmarks.common import commit
+from benchmarks.common import write_result
 
 
 @dataclass
@@ -513,12 +510,7 @@ def main(argv: list[str] | None = None) -> int:
         table.add_row(e["family"], e["exporter"], *cells)
     console.print(table)
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        doc = {"benchmark": "exported_models", "date": time.strftime("%Y-%m-%d"), "machine": platform.node(),
-               "commit": commit(), "results": results}
-        path = out / f"exported-models-{time.strftime('%Y%m%d-%H%M%S')}.json"
-        path.write_text(json.dumps(doc, indent=1, default=str))
+        path = write_result(args.out, "exported-models", {"results": results})
         console.print(f"wrote {path}")
     return 0
 

@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
-import platform
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchmarks.common import commit
+from benchmarks.common import write_result
 
 
 def _torch_decoder(layers: int, width: int, heads: int, vocab: int, positions: int) -> Any:
@@ -183,12 +180,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{r['prepares']} ({r['prepare_ms']:.0f})" if "prepares" in r else "-")
     console.print(table)
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        doc = {"benchmark": "generate", "date": time.strftime("%Y-%m-%d"), "machine": platform.node(),
-               "commit": commit(), "tokens": args.tokens, "rows": rows}
-        path = out / f"generate-{time.strftime('%Y%m%d-%H%M%S')}.json"
-        path.write_text(json.dumps(doc, indent=1))
+        path = write_result(args.out, "generate", {"tokens": args.tokens, "rows": rows})
         console.print(f"wrote {path}")
     return 0
 

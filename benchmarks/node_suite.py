@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
-import platform
 import re
 import time
 import warnings
-from pathlib import Path
 from typing import Any
 
-from benchmarks.common import commit
+from benchmarks.common import write_result
 from devicelayer.onnx.conformance import CRASH, ERROR, PASS, UNSUPPORTED, WRONG, Outcome, node_cases, run_suite
 
 STATUSES = (PASS, UNSUPPORTED, WRONG, ERROR, CRASH)
@@ -114,15 +111,11 @@ def main(argv: list[str] | None = None) -> int:
                 console.print(f"  {len(names):4d}  {key}\n        {' '.join(names[:6])}{' …' if len(names) > 6 else ''}",
                               highlight=False, markup=False)
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        doc = {"benchmark": "node_suite", "date": time.strftime("%Y-%m-%d"), "machine": platform.node(),
-               "commit": commit(), "cases": len(cases),
-               "runs": {run: {"counts": dict(collections.Counter(o.status for o in outs)),
-                              "cases": {o.name: [o.status, o.detail[:300]] for o in outs}}
-                        for run, outs in results.items()}}
-        path = out / f"node-suite-{time.strftime('%Y%m%d-%H%M%S')}.json"
-        path.write_text(json.dumps(doc, indent=1))
+        path = write_result(args.out, "node-suite", {
+            "cases": len(cases),
+            "runs": {run: {"counts": dict(collections.Counter(o.status for o in outs)),
+                           "cases": {o.name: [o.status, o.detail[:300]] for o in outs}}
+                     for run, outs in results.items()}})
         console.print(f"wrote {path}")
     return 0
 
