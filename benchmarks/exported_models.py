@@ -22,6 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from benchmarks.common import write_result
+from benchmarks.torch_decoder import cached_block
 
 
 @dataclass
@@ -168,26 +169,7 @@ def gpt_kv():
     torch = _torch()
     nn = torch.nn
 
-    class Block(nn.Module):
-        def __init__(self, d, h):
-            super().__init__()
-            self.h, self.dk = h, d // h
-            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(approximate="tanh"), nn.Linear(4 * d, d))
-
-        def forward(self, x, pk, pv, mask):
-            b, t, d = x.shape
-            q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
-            q, k, v = (z.view(b, t, self.h, self.dk).transpose(1, 2) for z in (q, k, v))
-            k, v = torch.cat([pk, k], 2), torch.cat([pv, v], 2)
-            s = q @ k.transpose(-1, -2) / self.dk ** 0.5
-            total = k.shape[2]
-            causal = torch.ones(t, total, dtype=torch.bool).tril(total - t)
-            s = s.masked_fill(~causal, float("-inf")) + (1.0 - mask[:, None, None, :].float()) * -1e9
-            y = (s.softmax(-1) @ v).transpose(1, 2).reshape(b, t, d)
-            x = x + self.proj(y)
-            return x + self.mlp(self.ln2(x)), k, v
+    Block = cached_block(torch)
 
     class Decoder(nn.Module):
         def __init__(self, vocab=500, d=64, h=4, layers=2, positions=64):

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import write_result
+from benchmarks.torch_decoder import cached_block
 
 
 def _torch_decoder(layers: int, width: int, heads: int, vocab: int, positions: int) -> Any:
@@ -27,33 +28,13 @@ def _torch_decoder(layers: int, width: int, heads: int, vocab: int, positions: i
     nn = torch.nn
     torch.manual_seed(0)
 
-    class Block(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.h, self.dk = heads, width // heads
-            self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
-            self.qkv, self.proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
-            self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(approximate="tanh"),
-                                     nn.Linear(4 * width, width))
-
-        def forward(self, x, pk, pv, mask):
-            b, t, d = x.shape
-            q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
-            q, k, v = (z.view(b, t, self.h, self.dk).transpose(1, 2) for z in (q, k, v))
-            k, v = torch.cat([pk, k], 2), torch.cat([pv, v], 2)
-            s = q @ k.transpose(-1, -2) / self.dk ** 0.5
-            total = k.shape[2]
-            causal = torch.ones(t, total, dtype=torch.bool, device=x.device).tril(total - t)
-            s = s.masked_fill(~causal, float("-inf")) + (1.0 - mask[:, None, None, :].float()) * -1e9
-            y = (s.softmax(-1) @ v).transpose(1, 2).reshape(b, t, d)
-            x = x + self.proj(y)
-            return x + self.mlp(self.ln2(x)), k, v
+    Block = cached_block(torch)
 
     class Decoder(nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.wte, self.wpe = nn.Embedding(vocab, width), nn.Embedding(positions, width)
-            self.blocks = nn.ModuleList(Block() for _ in range(layers))
+            self.blocks = nn.ModuleList(Block(width, heads) for _ in range(layers))
             self.ln = nn.LayerNorm(width)
 
         def forward(self, input_ids, attention_mask, position_ids, *cache):
