@@ -920,12 +920,13 @@ class VulkanDevice(Device):
     def free_memory(self) -> int:
         budget = self.phys.heap_budget() if self.budget_enabled else None
         h = self.heap.heap_index
+        reusable = self.heap.reusable()  # space released inside blocks this device keeps
         if budget is not None:
             b, u = budget[h]
-            return max(0, min(b - u, self.heap.heap_size))
+            return max(0, min(b - u + reusable, self.heap.heap_size))
         used = self.heap.allocated + (self._staging_heap.allocated if self.staging is not None
                                       and self._staging_heap.heap_index == h else 0)
-        return max(0, self.heap.heap_size - used)
+        return max(0, self.heap.heap_size - used + reusable)
 
     @staticmethod
     def _where(buffer: Buffer) -> tuple[Block, int]:

@@ -170,6 +170,10 @@ class Heap:
         self.blocks.remove(blk)
         self.allocated -= blk.size
 
+    def reusable(self) -> int:
+        """Bytes free inside the blocks this heap holds (memory the driver counts as used, but free to us)."""
+        return sum(b.size - b.used for b in self.blocks if not b.dedicated)
+
     def trim(self) -> None:
         for b in [b for b in self.blocks if b.used == 0]:
             self.destroy_block(b)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gc
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -56,7 +57,7 @@ class Buffer:
     # _cache (views made native: OpenCL sub-buffers) is listed before handle so that, when a Buffer dies,
     # its sub-buffers are released before its own reference to the parent allocation
     __slots__ = ("_cache", "_uses", "pool", "nbytes", "offset", "dtype", "handle", "base", "_freed", "foreign",
-                 "__weakref__")
+                 "_finalizer", "__weakref__")
 
     def __init__(self, pool: "MemoryPool", handle: Any, nbytes: int, *, offset: int = 0,
                  base: "Buffer | None" = None, dtype: np.dtype | None = None) -> None:
@@ -71,6 +72,8 @@ class Buffer:
         self._cache: dict[Any, Any] = {}
         #: for memory owned by another library (``devicelayer.from_dlpack``): its ``dlpack.Foreign`` record
         self.foreign: Any = None
+        #: an allocation's release once the program drops it without ``free`` (``MemoryPool._on_drop``)
+        self._finalizer: Any = None
 
     @property
     def root(self) -> "Buffer":
@@ -155,6 +158,22 @@ def _as_host_bytes(array: Any, buffer: Buffer, where: str, writable: bool) -> np
 
 #: how long an allocation that failed waits for dropped objects' memory to be released before it gives up
 RECLAIM_WAIT_SECONDS = 5.0
+
+
+def _release_dropped(pool: "MemoryPool", held: list[Any], nbytes: int, uses: dict[int, Event],
+                     cache: dict[Any, Any]) -> None:
+    """On the reclaim thread: release a buffer the program dropped without ``free``, once its work is done."""
+    if pool.device._closed:
+        held.clear()  # the device released its memory when it closed
+        cache.clear()
+        return
+    pending = [e for e in uses.values() if not e.done]
+    uses.clear()
+    if not pending:
+        pool._release_held(held, nbytes, cache)
+        return
+    when_all(pending, "free").add_done_callback(
+        lambda _: dispatcher.post(lambda: pool._release_held(held, nbytes, cache)))
 
 
 class MemoryPool:
@@ -304,10 +323,11 @@ class MemoryPool:
         with self._lock:
             self._allocated += nbytes
             self._live += 1
-        return Buffer(self, handle, nbytes, dtype=dt)
+        return self._on_drop(Buffer(self, handle, nbytes, dtype=dt))
 
     def _allocate_after_reclaim(self, nbytes: int, failure: BaseException) -> Any:
-        """Try once more after the memory of dropped plans and arrays queued for release has gone."""
+        """Try once more after the memory of dropped plans, tensors and buffers has gone (cycles collected first)."""
+        gc.collect()
         if reclaim.drain(RECLAIM_WAIT_SECONDS):
             try:
                 return self._allocate(nbytes)
@@ -325,6 +345,14 @@ class MemoryPool:
             self._live += 1
         buffer = Buffer(self, handle, nbytes, offset=offset, dtype=np.dtype(dtype) if dtype is not None else None)
         buffer.foreign = foreign
+        return self._on_drop(buffer)
+
+    def _on_drop(self, buffer: Buffer) -> Buffer:
+        """Arrange for ``buffer``'s memory to be released, after the work using it, once the program drops the
+        last reference to it (and to its views and Tensors) without ``free``."""
+        held = [buffer.handle, buffer.foreign]
+        buffer._finalizer = reclaim.on_drop(buffer, _release_dropped, self, held, buffer.nbytes, buffer._uses,
+                                            buffer._cache)
         return buffer
 
     def free(self, buffer: Buffer, wait: Sequence[Event] = ()) -> Event:
@@ -342,8 +370,11 @@ class MemoryPool:
             if buffer._freed:
                 raise InvalidArgument("free: buffer was already freed (double free)")
             buffer._freed = True
+        if buffer._finalizer is not None:
+            buffer._finalizer.detach()
+            buffer._finalizer = None
         pending = [e for e in buffer._uses.values() if not e.done] + [e for e in wait if not e.done]
-        buffer._uses = {}
+        buffer._uses.clear()
         label = f"free {buffer.nbytes} B on {self.device.id}"
         if not pending:
             self._release_buffer(buffer)
@@ -369,6 +400,18 @@ class MemoryPool:
             # the allocation's last reference goes before its views': NVIDIA's OpenCL driver crashes
             # when a plan's arena is released after the sub-buffers made from it
             del handle
+            derived.clear()
+
+    def _release_held(self, held: list[Any], nbytes: int, cache: dict[Any, Any]) -> None:
+        """Release the memory of a buffer the program dropped: ``held`` is ``[handle, foreign record]``."""
+        handle = held[0]
+        derived = list(cache.values())
+        cache.clear()
+        held.clear()
+        try:
+            self._release_now(handle, nbytes)
+        finally:
+            del handle  # as in _release_buffer: the allocation's last reference before its views'
             derived.clear()
 
     def _release_now(self, handle: Any, nbytes: int) -> None:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -153,3 +154,125 @@ def test_an_allocation_that_fails_waits_for_dropped_memory_then_tries_again():
         gate.set()
         pool._allocate = allocate
     assert reclaim.drain(30)
+
+
+# -- memory the program drops without free() ------------------------------------------------------------------------
+def _settle(pool, live: int, nbytes: int) -> tuple[int, int]:
+    """The pool's (live buffers, bytes) once dropped memory whose work is done has been released (or 30 s)."""
+    gc.collect()
+    deadline = time.monotonic() + 30
+    while (pool.live_buffers, pool.allocated_bytes) != (live, nbytes) and time.monotonic() < deadline:
+        assert reclaim.drain(30)
+        time.sleep(0.01)
+    return pool.live_buffers, pool.allocated_bytes
+
+
+def test_tensors_dropped_by_the_program_free_their_memory(device, rng):
+    pool = device.pool
+    x = dl.tensor(rng.standard_normal((32, 48)).astype(np.float32), device)
+    w = dl.tensor(rng.standard_normal((48, 16)).astype(np.float32), device)
+    base = _settle(pool, pool.live_buffers, pool.allocated_bytes)
+    want = dl.ops.gelu(dl.ops.matmul(x, w)).numpy()
+    for _ in range(40):  # README's example: two intermediate buffers per call, none kept
+        np.testing.assert_array_equal(dl.ops.gelu(dl.ops.matmul(x, w)).numpy(), want)
+    assert _settle(pool, *base) == base
+
+
+def test_a_loop_over_a_large_tensor_does_not_run_out_of_memory(device, rng):
+    big = dl.tensor(rng.standard_normal(1 << 20).astype(np.float32), device)  # 4 MiB
+    pool = device.pool
+    base = _settle(pool, pool.live_buffers, pool.allocated_bytes)
+    # more iterations than the memory of the smallest device here would hold if each kept its output
+    rounds = min(600, int(pool.total_bytes // big.nbytes) + 8)
+    for _ in range(rounds):
+        y = dl.ops.relu(big)
+    np.testing.assert_array_equal(y.numpy(), np.maximum(big.numpy(), 0))
+    del y
+    assert _settle(pool, *base) == base
+
+
+def test_a_dropped_buffer_is_released_only_after_the_work_using_it(device, rng):
+    pool = device.pool
+    base = _settle(pool, pool.live_buffers, pool.allocated_bytes)
+    data = rng.standard_normal(4096).astype(np.float32)
+    gate = dl.UserEvent("gate")
+    src = pool.allocate(data.nbytes, np.float32)
+    pool.upload(src, data).wait()
+    out = np.full_like(data, np.nan)
+    dst = pool.allocate(data.nbytes, np.float32)
+    copied = pool.copy(dst, src, wait=[gate])
+    read = pool.download(dst, out, wait=[copied])
+    del src, dst  # both dropped while the copy still waits for the gate
+    gc.collect()
+    assert reclaim.drain(30)
+    assert pool.live_buffers == base[0] + 2  # held for the pending work
+    gate.set()
+    read.wait(60)
+    np.testing.assert_array_equal(out, data)
+    assert _settle(pool, *base) == base
+
+
+def test_a_view_or_reshape_keeps_the_allocation_and_free_then_drop_releases_once(device, rng):
+    pool = device.pool
+    base = _settle(pool, pool.live_buffers, pool.allocated_bytes)
+    data = rng.standard_normal((8, 64)).astype(np.float32)
+    t = dl.tensor(data, device)
+    flat = t.reshape((512,))
+    view = t.buffer.view(256, 256, np.float32)
+    del t
+    gc.collect()
+    assert reclaim.drain(30)
+    np.testing.assert_array_equal(flat.numpy(), data.reshape(-1))
+    out = np.empty(64, np.float32)
+    pool.download(view, out).wait()
+    np.testing.assert_array_equal(out, data.reshape(-1)[64:128])
+    del flat
+    gc.collect()
+    assert reclaim.drain(30)
+    assert pool.live_buffers == base[0] + 1  # the view still holds its allocation
+    del view
+    assert _settle(pool, *base) == base
+    kept = dl.tensor(data, device)
+    kept.free()
+    del kept  # freed explicitly, then dropped: released once
+    assert _settle(pool, *base) == base
+    assert pool.live_buffers == base[0]
+
+
+def test_plan_outputs_dropped_by_the_program_free_their_memory(device, rng):
+    g = dl.Graph()
+    x = g.input("x", (256,))
+    g.output("y", g.tanh(g.relu(x)))
+    plan = g.compile([device.id])
+    xv = dl.tensor(rng.standard_normal(256).astype(np.float32), device)
+    first = plan.run({"x": xv})["y"].numpy()
+    pool = device.pool
+    base = _settle(pool, pool.live_buffers, pool.allocated_bytes)
+    for _ in range(30):
+        np.testing.assert_array_equal(plan.run({"x": xv})["y"].numpy(), first)
+    assert _settle(pool, *base) == base
+
+
+_DROP_AFTER_CLOSE = textwrap.dedent("""
+    import gc
+    import numpy as np
+    import devicelayer as dl
+    from devicelayer import reclaim
+
+    for dev in dl.devices():
+        t = dl.tensor(np.arange(1024, dtype=np.float32), dev)
+        y = dl.ops.relu(t)
+        dev.close()
+        del t, y  # the device released its memory when it closed: nothing is left to free
+        gc.collect()
+        assert reclaim.drain(30)
+        print("dropped", dev.id)
+""")
+
+
+def test_tensors_dropped_after_their_device_closed_release_nothing_twice():
+    done = subprocess.run([sys.executable, "-c", _DROP_AFTER_CLOSE], capture_output=True, text=True,
+                          timeout=240, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [line.split()[1] for line in done.stdout.splitlines() if line.startswith("dropped ")] == \
+        [d.id for d in dl.devices()]
