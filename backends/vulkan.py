@@ -23,11 +23,13 @@ import queue
 import struct
 import threading
 import weakref
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from devicelayer.device import Device, Program
+from devicelayer.diskcache import write as write_cache
 from devicelayer.dlpack import DLDeviceType
 from devicelayer.errors import (BackendUnavailable, CompileError, DeviceLayerError, InvalidArgument, LaunchError,
                                 OutOfMemory)
@@ -1084,14 +1086,7 @@ class VulkanDevice(Device):
             if lib.vkGetPipelineCacheData(self.handle, self.pipeline_cache, n, buf) < 0:
                 return 0
             data = bytes(ffi.buffer(buf, n[0]))
-        try:
-            os.makedirs(os.path.dirname(self.pipeline_cache_path), exist_ok=True)
-            tmp = f"{self.pipeline_cache_path}.{os.getpid()}.tmp"
-            with open(tmp, "wb") as fh:
-                fh.write(data + _CACHE_MARK + hashlib.sha256(data).digest())
-            os.replace(tmp, self.pipeline_cache_path)
-        except OSError as exc:
-            log.warning("%s: could not save the pipeline cache: %s", self.id, exc)
+        if not write_cache(Path(self.pipeline_cache_path), data + _CACHE_MARK + hashlib.sha256(data).digest()):
             return 0
         self._pipelines_new = 0
         return len(data)

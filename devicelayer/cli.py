@@ -112,6 +112,19 @@ def _print_table(doc: dict[str, Any]) -> None:
         console.print(missing)
 
 
+def backends_problem() -> str | None:
+    """What is wrong with ``DEVICELAYER_BACKENDS`` (naming the value and the installed backends), or None: every
+    command checks it first and answers a bad value as a usage error."""
+    from .errors import InvalidArgument
+    from .registry import requested_backends
+
+    try:
+        requested_backends()
+    except InvalidArgument as exc:
+        return str(exc)
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``devicelayer`` console script (exit status 130 when interrupted, as shells expect)."""
     try:
@@ -138,6 +151,10 @@ def _main(argv: Sequence[str] | None) -> int:
     cli_run.add_parser(sub)
     cli_generate.add_parser(sub)
     args = parser.parse_args(argv)
+    problem = backends_problem()
+    if problem:
+        print(f"devicelayer {args.command}: {problem}", file=sys.stderr)
+        return 2
     if args.command == "run":
         return cli_run.main(args)
     if args.command == "generate":

@@ -37,7 +37,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("model", nargs="?", help="path of an .onnx decoder")
     p.add_argument("--bundled", metavar="NAME", help="a model shipped with devicelayer instead (tiny_gpt)")
     p.add_argument("--prompt", metavar="ID,ID,...", help="prompt token ids, comma-separated")
-    p.add_argument("--prompt-file", metavar="FILE.npy", help="prompt token ids from an .npy")
+    p.add_argument("--prompt-file", metavar="FILE.npy",
+                   help="prompt token ids from an .npy, or an .npz holding one array or one named input_ids")
     p.add_argument("--tokens", type=int, default=32, metavar="N", help="tokens to generate (default 32)")
     p.add_argument("--device", default="auto", help="device id or 'auto' (default)")
     p.add_argument("--bucket", type=int, default=32, help="cache length bucket (default 32; 0: exact lengths)")
@@ -65,12 +66,15 @@ def _prompt(args: argparse.Namespace) -> np.ndarray:
         except ValueError:
             raise UsageError(f"--prompt must be integers separated by commas, got {args.prompt!r}") from None
     else:
+        from .cli_files import FileError, read_array
+
         try:
-            ids = np.load(args.prompt_file, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"--prompt-file: cannot read {args.prompt_file!r}: {exc}") from None
-        if not isinstance(ids, np.ndarray) or ids.dtype.kind not in "iu":
-            raise UsageError(f"--prompt-file {args.prompt_file!r} must hold one integer array")
+            ids = read_array(args.prompt_file, "input_ids", f"--prompt-file {args.prompt_file}")
+        except FileError as exc:
+            raise UsageError(str(exc)) from None
+        if ids.dtype.kind not in "iu":
+            raise UsageError(f"--prompt-file {args.prompt_file}: holds {ids.dtype}; the prompt must be integer token "
+                             "ids")
     ids = ids.reshape(1, -1) if ids.ndim == 1 else ids
     if ids.ndim != 2 or ids.shape[1] == 0 or (ids < 0).any():
         raise UsageError(f"the prompt must be non-negative token ids of shape (length,) or (batch, length), got "

@@ -3,14 +3,17 @@
     devicelayer run model.onnx --device opencl:0 --input x=x.npy --check --repeat 20 --json
     devicelayer run --bundled tiny_cnn --device all --check
 
-Inputs come from .npy files (``--input NAME=FILE.npy``) or are random (seeded, ``--seed``); an input
+Inputs come from .npy or .npz files (``--input NAME=FILE.npy``; an .npz holding one array or one named
+NAME) or are random (seeded, ``--seed``); an input
 with symbolic dimensions takes ``--shape NAME=D0,D1,...`` (or the .npy's shape, or 1 per symbolic
 dimension).  Several ``--shape`` for one input run the model at each (``--shape x=1,3,224,224 --shape
 x=8,3,224,224``): one loaded model, one plan per device, a row per signature.  ``--device`` is a
 device id, ``auto`` (one plan placed over every device, in preference order) or ``all`` (one plan
 per device, outputs compared between them).  ``--check`` compares every device with onnxruntime.
-Exit status: 0 when every run (and check) succeeded, 1 when a check failed or a device failed, 2 on
-bad usage or a model that cannot be loaded.
+``--save-outputs PATH`` and ``--trace PATH`` write exactly PATH (nothing is appended), whole or not at all;
+a path that cannot be written is refused before anything runs.  Exit status: 0 when every run (and check)
+succeeded, 1 when a check failed or a device failed, 2 on bad usage, a model that cannot be loaded, or a file
+that cannot be read or written.
 """
 
 from __future__ import annotations
@@ -41,11 +44,13 @@ def configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("model", nargs="?", help="path of an .onnx file")
     p.add_argument("--bundled", metavar="NAME", help="a model shipped with devicelayer instead (tiny_cnn)")
     p.add_argument("--device", default="auto", help="device id, 'auto' (default) or 'all'")
-    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="an input (repeatable)")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="an input from an .npy, or an .npz holding one array or one named NAME (repeatable)")
     p.add_argument("--shape", action="append", default=[], metavar="NAME=D0,D1,..",
                    help="shape of an input with dynamic dimensions (repeatable)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
-    p.add_argument("--save-outputs", metavar="FILE.npz", help="save the outputs (with --device all: DEVICE/NAME)")
+    p.add_argument("--save-outputs", metavar="FILE.npz",
+                   help="save the outputs as an .npz at exactly this path (with --device all: DEVICE/NAME)")
     p.add_argument("--check", action="store_true", help="compare with onnxruntime (CPU)")
     p.add_argument("--tolerance", type=float, default=1e-4,
                    help="largest |error| / max|reference| a check accepts (default 1e-4)")
@@ -95,6 +100,11 @@ def _shape_sets(args: argparse.Namespace) -> list[dict[str, tuple[int, ...]]]:
 def _inputs(model: Any, args: argparse.Namespace) -> list[dict[str, np.ndarray]]:
     """One set of feeds per signature of input shapes (``--shape``): ``--input`` files, else random arrays of the
     given shape (or the declared one, symbolic dimensions 1)."""
+    from .casting import to_dtype
+    from .cli_files import read_array
+    from .dtypes import EXTRA
+    from .errors import DeviceLayerError
+    from .onnx.loader import np_dtype
     from .onnx.testing import random_array
     from onnx import helper
 
@@ -110,18 +120,15 @@ def _inputs(model: Any, args: argparse.Namespace) -> list[dict[str, np.ndarray]]
     for vi in declared:
         if vi.name not in files:
             continue
-        dt = np.dtype(helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type))
+        where = f"--input {vi.name}={files[vi.name]}"
+        arr = read_array(files[vi.name], vi.name, where)
         try:
-            arr = np.load(files[vi.name], allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"--input {vi.name}: cannot read {files[vi.name]!r}: {exc}") from None
-        if not isinstance(arr, np.ndarray):
-            raise UsageError(f"--input {vi.name}: {files[vi.name]!r} holds several arrays (an .npz); give an .npy")
-        try:
-            loaded[vi.name] = np.ascontiguousarray(arr.astype(dt, copy=False))
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"--input {vi.name}: {files[vi.name]!r} holds {arr.dtype}, which does not "
-                             f"convert to the model's {dt}: {exc}") from None
+            dt = np_dtype(vi.type.tensor_type.elem_type)
+            if arr.dtype.kind in "USV" and arr.dtype.name not in EXTRA:
+                raise UsageError(f"{where}: holds {arr.dtype}, which does not convert to the model's {dt}")
+            loaded[vi.name] = np.ascontiguousarray(to_dtype(arr, dt, where))
+        except DeviceLayerError as exc:
+            raise UsageError(f"{where}: {exc}" if not str(exc).startswith(where) else str(exc)) from None
     feeds_per_set = []
     for shapes in sets:
         rng = np.random.default_rng(args.seed)
@@ -153,14 +160,18 @@ def _time(plan: Any, feeds: dict[str, np.ndarray], repeat: int, label: str, prog
 
 def main(args: argparse.Namespace) -> int:
     """Run the subcommand; returns the exit status."""
+    from .cli_files import FileError
+
     try:
         return _main(args)
-    except UsageError as exc:
+    except (UsageError, FileError) as exc:
         print(f"devicelayer run: {exc}", file=sys.stderr)
         return 2
 
 
 def _main(args: argparse.Namespace) -> int:
+    from .cli_files import check_writable, write_whole
+    from .graph.profile import trace_document
     from .errors import DeviceLayerError
     from .registry import device as find, devices
 
@@ -171,9 +182,8 @@ def _main(args: argparse.Namespace) -> int:
     if not (math.isfinite(args.tolerance) and args.tolerance >= 0):
         raise UsageError(f"--tolerance must be a finite number >= 0, got {args.tolerance}")
     for flag, target in (("--save-outputs", args.save_outputs), ("--trace", args.trace)):
-        folder = Path(target).resolve().parent if target else None
-        if folder is not None and not folder.is_dir():
-            raise UsageError(f"{flag} {target}: the directory {str(folder)!r} does not exist")
+        if target:
+            check_writable(target, flag)
     try:
         import onnx  # noqa: F401
     except ImportError:
@@ -226,6 +236,7 @@ def _main(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     results: list[dict[str, Any]] = []
     outputs_by: dict[str, dict[str, np.ndarray]] = {}
+    traces: list[tuple[Path, list[dict[str, Any]]]] = []  # written once every run is done
     show = args.repeat > 1 and console.is_terminal
     progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                         TimeRemainingColumn(), console=console, transient=True) if show else None
@@ -263,7 +274,7 @@ def _main(args: argparse.Namespace) -> int:
                         if len(targets) > 1 or len(feed_sets) > 1:
                             suffix = label.replace(":", "_") + (f".{k}" if len(feed_sets) > 1 else "")
                             trace = trace.with_name(f"{trace.stem}.{suffix}{trace.suffix}")
-                        plan.trace(trace)
+                        traces.append((trace, list(plan.last_profile or [])))
                         entry["trace"] = str(trace)
                     outputs_by[key] = outputs
                     entry["outputs"] = {n: {"shape": list(v.shape), "dtype": str(v.dtype)} for n, v in outputs.items()}
@@ -293,15 +304,15 @@ def _main(args: argparse.Namespace) -> int:
                     errs = {n: scaled_error(outputs_by[key][n], base[n]) for n in base}
                     entry["agreement"] = {"with": first.split(" ")[0], "errors": errs,
                                           "ok": all(e <= args.tolerance for e in errs.values())}
+    for trace, profile in traces:
+        document = json.dumps(trace_document(profile)).encode()
+        write_whole(trace, "--trace", lambda fh, document=document: fh.write(document))
     if args.save_outputs and outputs_by:
         if len(outputs_by) == 1:
             arrays = next(iter(outputs_by.values()))
         else:
             arrays = {f"{d.replace(' ', '/')}/{k}": v for d, outs in outputs_by.items() for k, v in outs.items()}
-        try:
-            np.savez(args.save_outputs, **arrays)
-        except OSError as exc:
-            raise UsageError(f"--save-outputs: cannot write {args.save_outputs!r}: {exc}") from None
+        write_whole(args.save_outputs, "--save-outputs", lambda fh: np.savez(fh, **arrays))
 
     ok = all("error" not in e and e.get("check", {}).get("ok", True) and e.get("agreement", {}).get("ok", True)
              for e in results)
@@ -358,11 +369,16 @@ def _print(results: list[dict[str, Any]], path: Any, args: argparse.Namespace) -
 
 def standalone(argv: Any = None) -> int:
     """``python -m devicelayer.cli_run ...`` (until the subcommand is wired into ``devicelayer``)."""
-    from .cli import UsageParser
+    from .cli import UsageParser, backends_problem
 
     parser = configure(UsageParser(prog="devicelayer run", description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter))
-    return main(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    problem = backends_problem()
+    if problem:
+        print(f"devicelayer run: {problem}", file=sys.stderr)
+        return 2
+    return main(args)
 
 
 if __name__ == "__main__":

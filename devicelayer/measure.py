@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import time
 from pathlib import Path
@@ -12,15 +11,15 @@ from typing import Any, Callable
 import numpy as np
 
 from .device import Device
+from .diskcache import cache_dir, write
 
 #: version of the cached figures; bumped when what is measured changes
 MEASURE_SCHEMA = 1
 
 
 def cache_path() -> Path:
-    """Where measured figures are kept (``DEVICELAYER_CACHE`` or ``~/.cache/devicelayer``)."""
-    root = Path(os.environ.get("DEVICELAYER_CACHE", Path.home() / ".cache" / "devicelayer"))
-    return root / "measured.json"
+    """Where measured figures are kept (``measured.json`` in the disk cache folder, ``diskcache.cache_dir()``)."""
+    return cache_dir() / "measured.json"
 
 
 def _key(device: Device) -> str:
@@ -41,13 +40,10 @@ def cached(device: Device) -> dict[str, Any] | None:
 
 
 def _store(device: Device, figures: dict[str, Any]) -> None:
-    path = cache_path()
+    """Add the figures to the cache (a cache that cannot be written is warned of once and skipped)."""
     data = _load()
     data[_key(device)] = figures
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(path)
+    write(cache_path(), json.dumps(data, indent=1).encode())
 
 
 def _median_time(fn: Callable[[], Any], repeat: int) -> float:

@@ -58,21 +58,35 @@ class _Registry:
             found[ep.name] = ep.value
         return found
 
+    def requested(self) -> list[str] | None:
+        """The backends ``DEVICELAYER_BACKENDS`` names, in its order (None when it is unset or blank: every one);
+        InvalidArgument when it names none, or a name no installed backend has."""
+        wanted = os.environ.get("DEVICELAYER_BACKENDS", "").strip()
+        if not wanted:
+            return None
+        known = self._candidates()
+        valid = ", ".join(sorted(known))
+        names = list(dict.fromkeys(n.strip() for n in wanted.split(",") if n.strip()))
+        if not names:
+            raise InvalidArgument(f"DEVICELAYER_BACKENDS={wanted!r} names no backend; give a comma-separated list "
+                                  f"of {valid}, or leave it unset for every backend")
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise InvalidArgument(f"DEVICELAYER_BACKENDS={wanted!r}: no backend named "
+                                  f"{', '.join(map(repr, unknown))} is installed; the backends are {valid}")
+        return names
+
     def load(self) -> dict[str, Backend]:
         with self._lock:
             if self._loaded is not None:
                 return self._loaded
             candidates = self._candidates()
-            wanted = os.environ.get("DEVICELAYER_BACKENDS", "").strip()
-            names = [n.strip() for n in wanted.split(",") if n.strip()] if wanted else list(candidates)
+            wanted = self.requested()
+            names = wanted if wanted is not None else list(candidates)
             loaded: dict[str, Backend] = {}
             unavailable: list[Unavailable] = []
             for name in names:
-                target = candidates.get(name)
-                if target is None:
-                    unavailable.append(Unavailable(name, f"no backend named {name!r} is installed "
-                                                         f"(known: {', '.join(sorted(candidates))})"))
-                    continue
+                target = candidates[name]
                 try:
                     backend = _instantiate(target)
                     list(backend.devices())  # a backend that cannot list its devices is unusable too
@@ -83,7 +97,7 @@ class _Registry:
                     unavailable.append(Unavailable(name, str(exc)))
                 except Exception as exc:  # a broken plugin must not take the others down
                     unavailable.append(Unavailable(name, f"failed to start: {type(exc).__name__}: {exc}"))
-            if not wanted:
+            if wanted is None:
                 order = sorted(loaded, key=lambda n: -loaded[n].priority)
             else:
                 order = [n for n in names if n in loaded]
@@ -115,8 +129,16 @@ def _instantiate(target: str) -> Backend:
 _registry = _Registry()
 
 
+def requested_backends() -> list[str] | None:
+    """The backends ``DEVICELAYER_BACKENDS`` names (None: unset, every backend); InvalidArgument, naming the value
+    and listing the installed backends, when it names none or one that is not installed.  Every call that loads
+    the backends (``devices``, ``device``, ``unavailable``) raises the same."""
+    return _registry.requested()
+
+
 def devices(backends: Iterable[str] | None = None) -> list[Device]:
-    """Every device of every backend that initialises, in preference order (``DEVICELAYER_BACKENDS`` restricts and orders)."""
+    """Every device of every backend that initialises, in preference order (``DEVICELAYER_BACKENDS`` restricts and
+    orders; InvalidArgument when it names no installed backend)."""
     loaded = _registry.load()
     if backends is not None:
         if isinstance(backends, str):
@@ -130,7 +152,7 @@ def devices(backends: Iterable[str] | None = None) -> list[Device]:
 
 
 def unavailable() -> list[Unavailable]:
-    """Backends (or devices) that could not be used, each with its reason."""
+    """Backends (or devices) that could not be used, each with its reason (reported, not raised)."""
     _registry.load()
     return list(_registry._unavailable)
 

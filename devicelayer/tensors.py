@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .casting import to_dtype
 from .device import Device
 from .errors import InvalidArgument
 from .events import CompletedEvent, Event
@@ -140,9 +141,12 @@ def tensor(array: Any, device: Device | str, dtype: Any = None, wait: Sequence[E
 
     dev = find(device)
     check_unmasked(array, "tensor")
+    want = None if dtype is None else device_dtype(dtype, "tensor")
     try:
-        arr = np.asarray(array, dtype=None if dtype is None else device_dtype(dtype, "tensor"))
+        arr = np.asarray(array) if want is None else to_dtype(array, want, "tensor")
     except (TypeError, ValueError) as exc:
+        if isinstance(exc, InvalidArgument):
+            raise
         raise InvalidArgument(f"tensor: cannot convert {type(array).__name__} to an array: {exc}") from None
     device_dtype(arr.dtype, "tensor")
     if not arr.flags.c_contiguous:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -124,3 +125,139 @@ def test_add_parser_wires_into_a_parent_parser(capsys):
     assert cli_run.main(args) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["devices"][0]["latency_ms"] is None
+
+
+def _one_line_usage_error(rc, out, err, *fragments):
+    assert rc == 2, err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("devicelayer run: ") and "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in line, line
+    return line
+
+
+def test_saved_outputs_are_written_at_exactly_the_path_given(capsys, tmp_path):
+    for name in ("outputs", "outputs.bin", "outputs.npz"):
+        rc, _, err = run(capsys, "--bundled", "tiny_cnn", "--device", "host", "--save-outputs", str(tmp_path / name))
+        assert rc == 0, err
+        with np.load(tmp_path / name) as saved:
+            assert saved["probs"].shape == (1, 10)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["outputs", "outputs.bin", "outputs.npz"]
+
+
+@pytest.mark.parametrize("where", ["a directory", "under a file", "a folder taking no files", "a full disk"])
+@pytest.mark.parametrize("flag", ["--save-outputs", "--trace"])
+def test_an_output_path_that_cannot_be_written_is_a_usage_error(capsys, tmp_path, where, flag):
+    (tmp_path / "file").write_text("x")
+    path = {"a directory": tmp_path, "under a file": tmp_path / "file" / "out",
+            "a folder taking no files": Path("/proc/out"), "a full disk": Path("/dev/full")}[where]
+    if not path.parent.exists():
+        pytest.skip(f"no {path.parent} here")
+    rc, out, err = run(capsys, "--bundled", "tiny_cnn", "--device", "host", "--json", flag, str(path))
+    line = _one_line_usage_error(rc, out, err, f"{flag} {path}:")
+    if where != "a full disk":  # refused before anything ran (a full disk shows only when written)
+        assert out == "", line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # nothing, not even a partial file, left
+    assert not Path(f"{path}.npz").exists()
+
+
+def test_an_unwritable_trace_is_refused_before_any_run(capsys, monkeypatch):
+    from devicelayer.onnx.model import OnnxModel
+
+    compiled = []
+    real = OnnxModel.compile
+    monkeypatch.setattr(OnnxModel, "compile", lambda self, *a, **k: compiled.append(1) or real(self, *a, **k))
+    rc, out, err = run(capsys, "--bundled", "tiny_cnn", "--device", "all", "--trace", "/proc/trace.json")
+    _one_line_usage_error(rc, out, err, "--trace /proc/trace.json:", "cannot create files in '/proc'")
+    assert compiled == []
+
+
+def _tiny_input():
+    return np.random.default_rng(7).standard_normal((2, 3, 32, 32)).astype(np.float32)
+
+
+@pytest.mark.parametrize("layout", ["one array", "named x among others"])
+def test_inputs_from_npz_files(capsys, tmp_path, layout):
+    x = _tiny_input()
+    path = tmp_path / "in.npz"
+    if layout == "one array":
+        np.savez(path, x)
+    else:
+        np.savez(path, y=x[:1], x=x)
+    rc, _, err = run(capsys, "--bundled", "tiny_cnn", "--device", "host", "--input", f"x={path}",
+                     "--save-outputs", str(tmp_path / "out.npz"))
+    assert rc == 0, err
+    want = dlo.load(dlo.bundled("tiny_cnn"), input_shapes={"x": x.shape}).compile(["host"])(x=x)["probs"]
+    with np.load(tmp_path / "out.npz") as saved:
+        np.testing.assert_allclose(saved["probs"], want, rtol=1e-6)
+
+
+def _bad_inputs(tmp_path):
+    x = _tiny_input()
+    np.savez(tmp_path / "two.npz", a=x, b=x)
+    np.savez(tmp_path / "none.npz")
+    np.save(tmp_path / "good.npy", x)
+    good = (tmp_path / "good.npy").read_bytes()
+    (tmp_path / "cut.npy").write_bytes(good[:100])
+    (tmp_path / "short.npy").write_bytes(good[:-8])
+    (tmp_path / "cut.npz").write_bytes((tmp_path / "two.npz").read_bytes()[:200])
+    (tmp_path / "empty.npy").write_bytes(b"")
+    (tmp_path / "text.npy").write_text("1 2 3\n")
+    (tmp_path / "pickle.npy").write_bytes(__import__("pickle").dumps(x))
+    np.save(tmp_path / "objects.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    np.savez(tmp_path / "objects.npz", x=np.array([{"a": 1}], dtype=object))
+    np.save(tmp_path / "complex.npy", x + 1j)
+    np.save(tmp_path / "strings.npy", np.array(["a", "b"]))
+    (tmp_path / "folder").mkdir()
+    return {
+        "several arrays, none x": ("two.npz", "holds arrays ['a', 'b'], none named 'x'"),
+        "an empty .npz": ("none.npz", "the .npz holds no array"),
+        "a truncated header": ("cut.npy", "cannot read it"),
+        "truncated data": ("short.npy", "cannot read it"),
+        "a truncated .npz": ("cut.npz", "cannot read it"),
+        "an empty file": ("empty.npy", "the file is empty"),
+        "text": ("text.npy", "not an .npy or .npz file"),
+        "a pickle": ("pickle.npy", "not an .npy or .npz file"),
+        "Python objects": ("objects.npy", "holds pickled Python objects"),
+        "Python objects in an .npz": ("objects.npz", "holds pickled Python objects"),
+        "complex numbers": ("complex.npy", "complex64 values cannot become float32"),
+        "strings": ("strings.npy", "does not convert to the model's float32"),
+        "a folder": ("folder", "cannot read it: Is a directory"),
+        "a missing file": ("missing.npy", "cannot read it: No such file or directory"),
+    }
+
+
+BAD_INPUTS = ["several arrays, none x", "an empty .npz", "a truncated header", "truncated data", "a truncated .npz",
+              "an empty file", "text", "a pickle", "Python objects", "Python objects in an .npz", "complex numbers",
+              "strings", "a folder", "a missing file"]
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS)
+def test_an_input_file_that_cannot_be_used_is_a_one_line_usage_error(capsys, tmp_path, case):
+    name, says = _bad_inputs(tmp_path)[case]
+    path = tmp_path / name
+    rc, out, err = run(capsys, "--bundled", "tiny_cnn", "--device", "host", "--input", f"x={path}")
+    _one_line_usage_error(rc, out, err, f"--input x={path}:", says)
+
+
+@pytest.mark.parametrize("case", ["an empty file", "a truncated .npz", "Python objects", "several arrays, none x"])
+def test_a_prompt_file_that_cannot_be_used_is_a_one_line_usage_error(capsys, tmp_path, case):
+    from devicelayer.cli import main
+
+    name, says = _bad_inputs(tmp_path)[case]
+    path = tmp_path / name
+    rc = main(["generate", "--bundled", "tiny_gpt", "--device", "host", "--prompt-file", str(path)])
+    out, err = capsys.readouterr()
+    assert rc == 2 and "Traceback" not in err
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"devicelayer generate: --prompt-file {path}:")
+    assert says.replace("'x'", "'input_ids'") in line
+
+
+def test_a_prompt_from_an_npz(capsys, tmp_path):
+    from devicelayer.cli import main
+
+    np.savez(tmp_path / "ids.npz", input_ids=np.array([[1, 5, 7]]), other=np.zeros(2))
+    assert main(["generate", "--bundled", "tiny_gpt", "--device", "host", "--prompt-file", str(tmp_path / "ids.npz"),
+                 "--tokens", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["prompt"] == [[1, 5, 7]]

@@ -5,6 +5,7 @@ host's vectorised erf against math.erf."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -147,3 +148,49 @@ def test_erf_special_values_and_dtypes():
         assert y.dtype == dt
         want = np.array([math.erf(float(v)) for v in np.linspace(-3, 3, 101).astype(dt)])
         np.testing.assert_allclose(y.astype(np.float64), want, rtol=np.finfo(dt).eps, atol=np.finfo(dt).eps)
+
+
+REFUSED = [
+    ("complex to float32", np.array([1 + 2j]), "float32", "complex128 values cannot become float32"),
+    ("complex with zero imaginary part", np.array([1 + 0j]), "float32", "the imaginary part would be lost"),
+    ("complex list to int64", [1j, 2], "int64", "complex128 values cannot become int64"),
+    ("complex scalar to float64", np.complex64(3j), "float64", "complex64 values cannot become float64"),
+    ("int64 beyond int32", np.array([2 ** 40]), "int32", "the int64 value 1099511627776 does not fit int32"),
+    ("negative to uint8", np.array([-1, 3]), "uint8", "the int64 value -1 does not fit uint8"),
+    ("uint64 beyond int64", np.array([2 ** 63], np.uint64), "int64", "does not fit int64"),
+    ("float beyond int8", np.array([200.0]), "int8", "value 200.0 does not fit int8"),
+    ("NaN to int32", np.array([np.nan]), "int32", "NaN or infinity"),
+    ("infinity to uint16", [float("inf")], "uint16", "NaN or infinity"),
+    ("Python int beyond int64", [2 ** 70], "int64", "cannot convert to int64"),
+    ("text to float32", ["abc"], "float32", "cannot convert to float32"),
+]
+
+
+@pytest.mark.parametrize("case", REFUSED, ids=[c[0] for c in REFUSED])
+def test_host_conversions_that_would_change_values_are_refused(case):
+    from devicelayer.casting import to_dtype
+
+    _, x, dtype, says = case
+    with pytest.raises(dl.InvalidArgument, match="^where: .*" + re.escape(says)):
+        to_dtype(x, dtype, "where")
+
+
+ACCEPTED = [
+    ("float64 rounded to float32", np.array([0.1]), "float32", np.float32(0.1)),
+    ("floats truncated into int32", [1.7, -1.7], "int32", np.array([1, -1])),
+    ("numbers into bool", [2, 0], "bool", np.array([True, False])),
+    ("int64 in range to int8", np.array([-128, 127]), "int8", np.array([-128, 127])),
+    ("ints to float16", [1, 2049], "float16", np.array([1, 2048])),
+    ("complex to complex64", np.array([1 + 2j]), "complex64", np.array([1 + 2j])),
+    ("numeric text to float32", ["1.5"], "float32", np.array([1.5])),
+]
+
+
+@pytest.mark.parametrize("case", ACCEPTED, ids=[c[0] for c in ACCEPTED])
+def test_host_conversions_numpy_and_onnxruntime_make_are_made(case):
+    from devicelayer.casting import to_dtype
+
+    _, x, dtype, want = case
+    got = to_dtype(x, dtype, "where")
+    assert got.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got, np.asarray(want).astype(dtype))

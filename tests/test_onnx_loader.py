@@ -480,3 +480,194 @@ def test_backend_rep_runs_list_and_dict_inputs():
     np.testing.assert_allclose(out[0], np.maximum(X3, 0))
     with pytest.raises(dl.InvalidArgument):
         rep.run([X3, X3, X3])
+
+
+# -- malformed models: a GraphError naming the tensor or node, from every way in -----------------------------------
+def _malformed():
+    from misuse_cases import onnx_models as mm
+
+    def raw(edit):
+        return lambda: mm._weights(edit)
+
+    return {
+        "raw_data short": (raw(lambda w: setattr(w, "raw_data", w.raw_data[:10])),
+                           "initializer 'w': raw_data holds 10"),
+        "raw_data a whole element short": (raw(lambda w: setattr(w, "raw_data", w.raw_data[:20])),
+                                           "initializer 'w': raw_data holds 20 bytes; FLOAT (2, 3) needs 24"),
+        "raw_data long": (raw(lambda w: setattr(w, "raw_data", w.raw_data + b"12")), "raw_data holds 26"),
+        "typed values short": (raw(mm._typed), "initializer 'w': float_data holds 5 values"),
+        "values in another field": (raw(lambda w: (w.ClearField("raw_data"), w.int64_data.extend(range(6)))),
+                                    "float_data holds 0 values; FLOAT (2, 3) needs 6 (the data may be in another"),
+        "unknown data_type": (raw(lambda w: setattr(w, "data_type", 999)), "data_type 999, which is no ONNX element"),
+        "undefined data_type": (raw(lambda w: setattr(w, "data_type", 0)), "data_type 0, which is no ONNX element"),
+        "negative dims": (raw(lambda w: w.dims.__setitem__(0, -2)), "initializer 'w' has a negative dimension"),
+        "external data not loaded": (raw(mm._external), "'w' is stored in 'weights.bin'"),
+        "Constant value short": (lambda: mm._with(mm.add_model(), mm._constant_cut),
+                                 "node 'the_constant' (Constant): attribute 'value': raw_data holds 7"),
+        "output produced twice": (lambda: mm._with(mm.add_model(), mm._produced_twice),
+                                  "output 'y' is also produced by node 'the_add'"),
+        "input naming nothing": (lambda: mm._with(mm.add_model(), mm._reads_nothing), "input 'nothing'"),
+        "negative input dimension": (lambda: mm._with(mm.add_model(), mm._negative_input_dim),
+                                     "graph input 'x' declares a negative dimension"),
+        "If branch initializer short": (lambda: mm._with(mm.add_model(), mm._subgraph_cut),
+                                        "the_if/then_branch/initializer 'w_then': raw_data holds 9"),
+        "input of unknown element type": (lambda: mm._with(mm.add_model(), lambda m: setattr(
+            m.graph.input[0].type.tensor_type, "elem_type", 999)), "element type 999 is no ONNX element type"),
+    }
+
+
+@pytest.mark.parametrize("case", list(_malformed()))
+def test_malformed_models_are_graph_errors_naming_what(case, tmp_path):
+    from devicelayer.onnx import backend
+
+    build, says = _malformed()[case]
+    path = tmp_path / "m.onnx"
+    path.write_bytes(build().SerializeToString())
+    for way in (lambda: dlo.load(build()), lambda: dlo.load(build().SerializeToString()), lambda: dlo.load(path),
+                lambda: dlo.InferenceSession(str(path)), lambda: backend.prepare(build(), "CPU")):
+        with pytest.raises(dl.GraphError) as info:
+            way()
+        assert says in str(info.value)
+        assert type(info.value) is dl.GraphError
+
+
+def test_external_data_beside_the_model_is_read_and_its_faults_named(tmp_path):
+    from onnx.external_data_helper import convert_model_to_external_data
+
+    from misuse_cases.onnx_models import X, add_model
+
+    model = add_model()
+    convert_model_to_external_data(model, all_tensors_to_one_file=True, location="weights.bin", size_threshold=0)
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    np.testing.assert_allclose(dlo.load(tmp_path / "m.onnx").compile(["host"])(x=X)["y"], X + X)
+    weights = tmp_path / "weights.bin"
+    weights.write_bytes(weights.read_bytes()[:10])
+    with pytest.raises(dl.GraphError, match="tensor 'w'.*weights.bin"):
+        dlo.load(tmp_path / "m.onnx")
+    weights.unlink()
+    with pytest.raises(dl.GraphError, match="tensor 'w' is stored in 'weights.bin', which is not a file beside"):
+        dlo.load(tmp_path / "m.onnx")
+
+
+def test_an_output_listed_twice_is_given_twice_as_onnxruntime_gives_it():
+    import onnxruntime as ort
+
+    from misuse_cases.onnx_models import X, add_model
+
+    model = add_model()
+    model.graph.output.append(model.graph.output[0])
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": X})
+    got = dlo.InferenceSession(model.SerializeToString(), providers=["host"]).run(None, {"x": X})
+    assert len(got) == len(want) == 2
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+# -- models of old opsets: each node as its own opset defines it -------------------------------------------------
+def _old_model(nodes, inputs, inits, opset):
+    """A model of ``opset`` (IR 3, as models of that time are) without shape inference's strictness."""
+    from onnx import numpy_helper
+
+    def info(name, a):
+        return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+
+    graph = helper.make_graph(nodes, "old", [info(n, a) for n, a in {**inputs, **inits}.items()],
+                              [helper.make_empty_tensor_value_info(o) for o in nodes[-1].output],
+                              [numpy_helper.from_array(a, n) for n, a in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 3
+    return model
+
+
+_OX = f32(2, 3, 4, 4)
+_OV, _OP = f32(3), f32(3, lo=0.5, hi=1.5)
+
+
+def _bn(x, s, b, m, v, eps):
+    c = (slice(None), None, None)
+    return (x - m[c]) / np.sqrt(v[c] + eps) * s[c] + b[c]
+
+
+def _avg_exclude_pad(x):
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    ones = np.pad(np.ones_like(x), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    out = np.zeros_like(x)
+    for i in range(x.shape[2]):
+        for j in range(x.shape[3]):
+            out[:, :, i, j] = padded[:, :, i:i + 3, j:j + 3].sum((2, 3)) / ones[:, :, i:i + 3, j:j + 3].sum((2, 3))
+    return out
+
+
+# (name, opset, nodes, inputs, initializers, NumPy reference or None for onnxruntime)
+OLD = [
+    ("Upsample-7 nearest", 7, [node("Upsample", ["x"], scales=[1.0, 1.0, 2.0, 2.0], mode="nearest")], {"x": _OX}, {},
+     None),
+    ("Upsample-7 linear", 7, [node("Upsample", ["x"], scales=[1.0, 1.0, 2.0, 1.5], mode="linear")], {"x": _OX}, {},
+     None),
+    ("Upsample-1 experimental", 1, [node("Upsample", ["x"], height_scale=2.0, width_scale=3.0, mode="NEAREST")],
+     {"x": _OX}, {}, lambda i, c: [np.repeat(np.repeat(i["x"], 2, 2), 3, 3)]),
+    ("Upsample-9 scales input", 9, [node("Upsample", ["x", "s"], mode="linear")], {"x": _OX},
+     {"s": np.array([1, 1, 2, 2], np.float32)}, None),
+    ("BatchNormalization-7", 7, [node("BatchNormalization", ["x", "s", "b", "m", "v"], epsilon=1e-3)], {"x": _OX},
+     {"s": _OP, "b": _OV, "m": _OV, "v": _OP}, None),
+    ("BatchNormalization-6 is_test", 6, [node("BatchNormalization", ["x", "s", "b", "m", "v"], is_test=1)],
+     {"x": _OX}, {"s": _OP, "b": _OV, "m": _OV, "v": _OP}, lambda i, c: [_bn(i["x"], *c.values(), 1e-5)]),
+    ("BatchNormalization-1 consumed_inputs", 1, [node("BatchNormalization", ["x", "s", "b", "m", "v"], is_test=1,
+                                                      consumed_inputs=[0, 0, 0, 1, 1])],
+     {"x": _OX}, {"s": _OP, "b": _OV, "m": _OV, "v": _OP}, lambda i, c: [_bn(i["x"], *c.values(), 1e-5)]),
+    ("Dropout-7", 7, [node("Dropout", ["x"], ratio=0.3)], {"x": _OX}, {}, None),
+    ("Dropout-1 is_test", 1, [node("Dropout", ["x"], is_test=1, ratio=0.3)], {"x": _OX}, {}, lambda i, c: [i["x"]]),
+    ("Pad-2 reflect", 2, [node("Pad", ["x"], pads=[0, 0, 1, 2, 0, 0, 2, 1], mode="reflect")], {"x": _OX}, {}, None),
+    ("Pad-1 paddings", 1, [node("Pad", ["x"], paddings=[0, 0, 1, 2, 0, 0, 2, 1], value=1.5)], {"x": _OX}, {},
+     lambda i, c: [np.pad(i["x"], ((0, 0), (0, 0), (1, 2), (2, 1)), constant_values=1.5)]),
+    ("Add-1 broadcast axis", 1, [node("Add", ["x", "b"], broadcast=1, axis=1)], {"x": _OX}, {"b": _OV},
+     lambda i, c: [i["x"] + c["b"][:, None, None]]),
+    ("Div-6 broadcast axis", 6, [node("Div", ["x", "b"], broadcast=1, axis=2)], {"x": _OX}, {"b": f32(4, lo=1, hi=2)},
+     lambda i, c: [i["x"] / c["b"][:, None]]),
+    ("Reshape-1 shape attribute", 1, [node("Reshape", ["x"], shape=[2, -1])], {"x": _OX}, {}, None),
+    ("Concat-1 default axis", 1, [node("Concat", ["x", "x"])], {"x": _OX}, {},
+     lambda i, c: [np.concatenate([i["x"], i["x"]], 1)]),
+    ("Slice-1 attributes", 1, [node("Slice", ["x"], starts=[1, 0], ends=[1000, -1], axes=[2, 3])], {"x": _OX}, {},
+     None),
+    ("Split-1 split input", 1, [node("Split", ["x", "sp"], ["y", "z"], axis=2)], {"x": _OX},
+     {"sp": np.array([1, 3], np.int64)}, lambda i, c: [i["x"][:, :, :1], i["x"][:, :, 1:]]),
+    ("Softmax-1 coerced to 2-D", 1, [node("Softmax", ["x"], axis=2)], {"x": _OX}, {}, None),
+    ("Gemm-6 broadcast C", 6, [node("Gemm", ["a", "w", "c"], broadcast=1, alpha=0.5, beta=2.0)], {"a": f32(4, 3)},
+     {"w": f32(3, 4), "c": f32(1)}, lambda i, c: [0.5 * i["a"] @ c["w"] + 2.0 * c["c"]]),
+    ("Clip-6 attributes", 6, [node("Clip", ["x"], min=-0.5, max=0.7)], {"x": _OX}, {}, None),
+    ("Cast-1 type name", 1, [node("Cast", ["x"], to="INT32")], {"x": _OX * 10}, {},
+     lambda i, c: [i["x"].astype(np.int32)]),
+    ("Tile-1 tiles and axis", 1, [node("Tile", ["x", "t", "ax"])], {"x": _OX},
+     {"t": np.array(2, np.float32), "ax": np.array(1, np.float32)}, lambda i, c: [np.tile(i["x"], (1, 2, 1, 1))]),
+    ("Tile-6 repeats", 6, [node("Tile", ["x", "r"])], {"x": _OX}, {"r": i64(1, 2, 1, 2)}, None),
+    ("AveragePool-1 excludes padding", 1, [node("AveragePool", ["x"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+     {"x": _OX}, {}, lambda i, c: [_avg_exclude_pad(i["x"])]),
+    ("MaxPool-1", 1, [node("MaxPool", ["x"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2])], {"x": _OX},
+     {}, None),
+    ("Sum-6", 6, [node("Sum", ["x", "x", "x"])], {"x": _OX}, {}, None),
+]
+
+
+@pytest.mark.parametrize("case", OLD, ids=[c[0] for c in OLD])
+def test_models_of_old_opsets_keep_each_nodes_semantics(case, device):
+    """Opsets 1 to 8 load with each op as its opset defines it: checked against onnxruntime where it runs the
+    opset, against NumPy where it does not (experimental and pre-7 forms)."""
+    import warnings
+
+    name, opset, nodes, inputs, inits, ref = case
+    model = _old_model(nodes, inputs, inits, opset)
+    if ref is None:
+        import onnxruntime as ort
+
+        want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, inputs)
+    else:
+        want = ref(inputs, inits)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # models of that time often break today's checker (IR 3)
+        plan = dlo.load(model).compile([device.id])
+    try:
+        got = plan.run_numpy(dict(inputs))
+    finally:
+        plan.release()
+    for out, w in zip(nodes[-1].output, want):
+        np.testing.assert_allclose(got[out], w, rtol=1e-5, atol=1e-5, err_msg=f"{name} {out}")

@@ -120,6 +120,43 @@ def test_bad_input_is_refused_naming_it(runtime, case):
     np.testing.assert_array_equal(sess.run(["k1"], feeds())[0], [4, -3])  # the session still works
 
 
+def _complex_feeds():
+    good = feeds()
+    return {
+        "complex array": ({**good, "x": good["x"].astype(np.complex128) + 1j}, "x", "complex128"),
+        "complex64 array": ({**good, "x": good["x"].astype(np.complex64)}, "x", "complex64"),
+        "nested lists of complex": ({**good, "x": (good["x"].astype(np.complex128) + 1j).tolist()}, "x",
+                                    "complex128"),
+        "complex list for an int input": ({**good, "k": [3 + 1j, -4]}, "k", "complex128"),
+        "ints beyond the input's dtype": ({**good, "x": good["x"], "k": [2 ** 70, 0]}, "k", "int64"),
+    }
+
+
+@pytest.mark.parametrize("case", list(_complex_feeds()))
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_values_a_conversion_would_change_are_refused(runtime, case):
+    """Complex numbers lose their imaginary part as float32 (NumPy only warns): refused naming the input and the
+    dtype, as onnxruntime refuses them; so are integers beyond the input's dtype."""
+    feed, name, dtype = _complex_feeds()[case]
+    sess = runtime.InferenceSession(symbolic_model().SerializeToString(), providers=["CPUExecutionProvider"])
+    with pytest.raises(Exception) as info:
+        sess.run(None, feed)
+    if runtime is dlort:
+        assert type(info.value) is dl.InvalidArgument
+        assert f"input {name!r}" in str(info.value) and (dtype in str(info.value) or "too large" in str(info.value))
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_what_onnxruntime_converts_from_lists_is_converted(runtime):
+    """Lists of Python numbers take the input's dtype as onnxruntime takes them: floats truncated into integers,
+    ints into floats."""
+    sess = runtime.InferenceSession(symbolic_model().SerializeToString(), providers=["CPUExecutionProvider"])
+    x = [[[1, 2, 3, 4]]]
+    y, k1 = sess.run(None, {"x": x, "k": [3.7, -4.2]})
+    assert k1.tolist() == [4, -3]
+    np.testing.assert_allclose(y, sess.run(["y"], {"x": np.array(x, np.float32), "k": feeds()["k"]})[0])
+
+
 def test_calling_mistakes_are_invalid_arguments():
     sess = dlort.InferenceSession(symbolic_model().SerializeToString())
     with pytest.raises(dl.InvalidArgument, match="output_names"):

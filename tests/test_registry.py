@@ -40,13 +40,33 @@ def test_backends_restricted_and_ordered_by_environment():
     assert all(present[-1] in i for i in eval(only.stdout.strip().splitlines()[-1]))
 
 
-def test_unknown_backend_in_environment_is_reported_not_raised():
+def test_environment_naming_no_installed_backend_is_an_invalid_argument_listing_them():
+    """A DEVICELAYER_BACKENDS with an unknown name, or no name at all, is refused by every call that loads the
+    backends (it used to give no devices, silently); a backend that is installed but cannot start is reported."""
     out = run_python("""
-        import devicelayer as dl
-        print(len(dl.devices()), [u.backend + ': ' + u.reason for u in dl.unavailable()])
-        """, {"DEVICELAYER_BACKENDS": "host,warpdrive"})
+        import os, devicelayer as dl
+        for value in ["warpdrive", "host,warpdrive", ",,,", " , "]:
+            os.environ["DEVICELAYER_BACKENDS"] = value
+            dl.reset()
+            for call in (dl.devices, lambda: dl.device("host"), dl.unavailable):
+                try:
+                    print("accepted", value, call())
+                except dl.InvalidArgument as exc:
+                    print("refused", value, "|", exc)
+        os.environ["DEVICELAYER_BACKENDS"] = "host"
+        dl.reset()
+        print("fixed", [d.id for d in dl.devices()])
+        """)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("1 ") and "warpdrive" in out.stdout and "no backend named" in out.stdout
+    lines = out.stdout.strip().splitlines()
+    refused = [line for line in lines if line.startswith("refused")]
+    assert len(refused) == 12, out.stdout
+    installed = ", ".join(sorted(dl.registry._registry._candidates()))
+    for line in refused:
+        assert installed in line, line
+        assert ("no backend named 'warpdrive'" in line) == ("warpdrive" in line.split("|")[0]), line
+        assert "warpdrive" in line.split("|")[0] or "names no backend" in line, line
+    assert lines[-1] == "fixed ['host']"  # the registry is not left broken
 
 
 def test_unavailable_backend_has_reason_and_device_call_says_it():

@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from ..casting import to_dtype
 from ..device import Device
 from ..errors import GraphError, InvalidArgument
 from ..tensors import Tensor
@@ -490,13 +491,16 @@ def _as_input(x: Any, spec: InputSpec, name: str, sizes: dict[str, tuple[int, st
     else:
         if isinstance(x, np.ma.MaskedArray):
             raise InvalidArgument(f"input {name!r}: a masked array (give np.ma.filled(x) or x.data)")
-        try:
-            x = np.asarray(x) if spec.dtype is None else np.asarray(x, dtype=spec.dtype) \
-                if not isinstance(x, np.ndarray) else x
-        except (TypeError, ValueError) as exc:
-            raise InvalidArgument(f"input {name!r}: cannot convert to {spec.dtype}: {exc}") from None
+        if not isinstance(x, np.ndarray):
+            try:
+                x = np.asarray(x) if spec.dtype is None else to_dtype(x, spec.dtype, f"input {name!r}")
+            except (TypeError, ValueError) as exc:
+                if isinstance(exc, InvalidArgument):
+                    raise
+                raise InvalidArgument(f"input {name!r}: cannot convert to an array: {exc}") from None
         if x.dtype.kind == "c":
-            raise InvalidArgument(f"input {name!r}: complex values are not supported")
+            raise InvalidArgument(f"input {name!r}: {x.dtype} values are not supported (complex numbers)"
+                                  + (f"; the input is {spec.dtype}" if spec.dtype is not None else ""))
         if not x.flags.c_contiguous:
             x = np.ascontiguousarray(x)
         shape, dtype = x.shape, x.dtype

@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ..casting import to_dtype
 from ..errors import DeviceLayerError, GraphError, InvalidArgument
 from ..memory import device_dtype
 from ..kernels import ops as _library  # noqa: F401  (registers every op)
@@ -111,8 +112,9 @@ class Graph:
                 raise GraphError(f"{self.name}: value {x.name!r} belongs to another graph")
             return x
         if isinstance(x, (int, float, np.generic, np.ndarray, list)):
-            dtype = like.dtype if like is not None and not isinstance(x, np.ndarray) else None
-            return self.constant(np.asarray(x, dtype=dtype))
+            if like is not None and not isinstance(x, np.ndarray):  # a scalar or list takes its operand's dtype
+                return self.constant(to_dtype(x, like.dtype, f"{self.name}: constant {x!r}"))
+            return self.constant(np.asarray(x))
         raise InvalidArgument(f"{self.name}: expected a graph Value or an array, got {type(x).__name__}")
 
     def apply(self, op: str, inputs: Sequence[Any], name: str | None = None, **attrs: Any) -> list[Value]:

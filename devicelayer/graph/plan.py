@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..casting import to_dtype
 from ..device import Device
 from ..errors import DeviceLayerError, EventError, GraphError, InvalidArgument
 from ..events import Event
@@ -390,12 +391,9 @@ class ExecutionPlan:
                 x.buffer.check_alive(f"input {name!r}")
                 t = TensorType(x.shape, x.dtype)
             else:
-                try:
-                    x = np.asarray(x, dtype=v.dtype)
-                    if not x.flags.c_contiguous:
-                        x = x.copy(order="C")
-                except (TypeError, ValueError) as exc:
-                    raise InvalidArgument(f"input {name!r}: cannot convert to {v.dtype}: {exc}") from None
+                x = to_dtype(x, v.dtype, f"input {name!r}")
+                if not x.flags.c_contiguous:
+                    x = x.copy(order="C")
                 t = TensorType(x.shape, x.dtype)
             if t.dtype != v.dtype:
                 raise InvalidArgument(f"input {name!r} must be {v.dtype}, got {t.dtype}")

@@ -9,6 +9,13 @@ from typing import Any, Sequence
 
 def chrome_trace(profile: Sequence[dict[str, Any]], path: str | Path) -> Path:
     """Write ``profile`` (``plan.last_profile``) as a Chrome trace-event JSON, one track (pid) per device."""
+    path = Path(path)
+    path.write_text(json.dumps(trace_document(profile)))
+    return path
+
+
+def trace_document(profile: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """``profile`` (``plan.last_profile``) as a Chrome trace-event document, one track (pid) per device."""
     devices = list(dict.fromkeys(r["device"] for r in profile))
     events: list[dict[str, Any]] = []
     for pid, dev in enumerate(devices, start=1):
@@ -22,9 +29,7 @@ def chrome_trace(profile: Sequence[dict[str, Any]], path: str | Path) -> Path:
                        "args": {"op": r["op"], "host_us": round(r["host_us"], 2)}})
         events.append({"ph": "X", "name": f"submit {r['node']}", "cat": "host", "pid": pid, "tid": 2,
                        "ts": r["submitted"] * 1e6, "dur": max(r["host_us"], 0.01)})
-    path = Path(path)
-    path.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}))
-    return path
+    return {"traceEvents": events, "displayTimeUnit": "ms"}
 
 
 def gantt(profile: Sequence[dict[str, Any]], path: str | Path, title: str = "devicelayer run") -> Path:

@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..casting import to_dtype
 from ..errors import GraphError, InvalidArgument
 from ..tensors import Tensor, tensor
 
@@ -101,7 +102,7 @@ class Generator:
                                   f"{prompt.shape}")
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
             raise InvalidArgument(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
-        prompt = prompt.astype(np.int64)
+        prompt = to_dtype(prompt, np.int64, "prompt")
         batch, length = prompt.shape
         plan = self.plan
         before = plan.cache_info()

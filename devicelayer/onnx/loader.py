@@ -20,6 +20,7 @@ import warnings
 
 from ..errors import GraphError, InvalidArgument, UnsupportedOp
 from ..graph.ir import Graph, Value
+from .validate import check_model
 from .walk import NeedHost, NeedValues
 
 
@@ -33,14 +34,18 @@ def _onnx():
 
 def np_dtype(elem_type: int) -> np.dtype:
     """NumPy dtype of an ONNX TensorProto element type: numbers and bool, bfloat16, float8, float4, int4/int2
-    (``devicelayer.dtypes``); UnsupportedOp for strings, complex numbers and float6."""
+    (``devicelayer.dtypes``); UnsupportedOp for strings, complex numbers and float6; GraphError for a number that
+    is no ONNX element type."""
     from ..dtypes import is_number
 
     onnx = _onnx()
+    if elem_type not in onnx.TensorProto.DataType.values() or elem_type == onnx.TensorProto.UNDEFINED:
+        raise GraphError(f"element type {elem_type} is no ONNX element type")
     try:
         dt = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
     except Exception:
-        raise UnsupportedOp(f"ONNX element type {elem_type} has no NumPy dtype") from None
+        name = onnx.TensorProto.DataType.Name(elem_type)
+        raise UnsupportedOp(f"ONNX element type {name} has no NumPy dtype") from None
     if not is_number(dt):
         name = onnx.TensorProto.DataType.Name(elem_type) if elem_type else "UNDEFINED"
         raise UnsupportedOp(f"ONNX element type {name} is not supported (numbers and bool only)")
@@ -63,10 +68,11 @@ def read_model(source: Any) -> Any:
         if not path.is_file():
             raise GraphError(f"no ONNX model file at {str(path)!r}")
         try:
-            model = onnx.load(str(path))
+            model = onnx.load(str(path), load_external_data=False)
         except Exception as exc:
             raise GraphError(f"{path}: not an ONNX model (the protobuf does not parse): "
                              f"{type(exc).__name__}: {exc}") from None
+        _load_external_data(model, path.parent)
     else:
         raise InvalidArgument(f"load: expected a path, bytes or an onnx.ModelProto, got {type(source).__name__}")
     if not model.graph.node and not model.graph.output:
@@ -79,9 +85,34 @@ def read_model(source: Any) -> Any:
         if not _loads_anyway(model):
             raise GraphError(f"the ONNX model fails the checker: {first}") from None
         # what onnxruntime loads, devicelayer loads: an IR-3 model whose initializers are not graph inputs, ...
+        check_model(model)  # what the checker found must not be malformed data
         warnings.warn(f"the ONNX model breaks the ONNX spec ({first}); loading it anyway, as onnxruntime does",
                       stacklevel=3)
+    check_model(model)
     return model
+
+
+def _load_external_data(model: Any, folder: Path) -> None:
+    """Read the tensors a model file keeps in external files (beside it); GraphError naming the tensor and file
+    where one is missing or too short."""
+    from onnx import TensorProto
+    from onnx.external_data_helper import _get_all_tensors, load_external_data_for_tensor
+
+    for t in _get_all_tensors(model):
+        if t.data_location != TensorProto.EXTERNAL:
+            continue
+        info = {e.key: e.value for e in t.external_data}
+        location = info.get("location")
+        what = f"tensor {t.name!r}" if t.name else "a tensor"
+        if not location:
+            raise GraphError(f"{what} is stored externally but names no file")
+        if not (folder / location).is_file():
+            raise GraphError(f"{what} is stored in {location!r}, which is not a file beside the model ({folder})")
+        try:
+            load_external_data_for_tensor(t, str(folder))
+        except Exception as exc:  # noqa: BLE001 - onnx raises several kinds for a bad location or a short file
+            raise GraphError(f"{what}: its external data in {location!r} cannot be read: {type(exc).__name__}: "
+                             f"{exc}") from None
 
 
 def _loads_anyway(model: Any) -> bool:

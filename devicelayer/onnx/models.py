@@ -9,12 +9,13 @@
 
 from __future__ import annotations
 
-import os
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
+from ..diskcache import cache_dir, write
 from ..errors import InvalidArgument
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent / "models"
@@ -63,21 +64,19 @@ BUILDERS: dict[str, Callable[[], Any]] = {"tiny_cnn": tiny_cnn, "tiny_gpt": _tin
 
 
 def bundled_path(name: str) -> Path:
-    """The file of bundled model ``name``: the packaged copy, else one built into the user cache."""
+    """The file of bundled model ``name``: the packaged copy, else one built into the disk cache (or, where that
+    cannot be written, into a temporary folder)."""
     if name not in BUILDERS:
         raise InvalidArgument(f"no bundled model {name!r}; there are {sorted(BUILDERS)}")
     packaged = PACKAGE_DIR / f"{name}.onnx"
     if packaged.is_file():
         return packaged
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "devicelayer" / "models"
-    path = cache / f"{name}.onnx"
+    path = cache_dir() / "models" / f"{name}.onnx"
     if not path.is_file():
-        import onnx
-
-        cache.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        onnx.save(BUILDERS[name](), str(tmp))
-        os.replace(tmp, path)
+        data = BUILDERS[name]().SerializeToString()
+        if not write(path, data):
+            path = Path(tempfile.mkdtemp(prefix="devicelayer-models-")) / f"{name}.onnx"
+            path.write_bytes(data)
     return path
 
 

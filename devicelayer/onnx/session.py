@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..casting import to_dtype
 from ..errors import InvalidArgument
 from ..tensors import Tensor
 from . import providers as _providers
@@ -338,10 +339,7 @@ class InferenceSession:
             for name, x in input_feed.items():
                 spec = kinds.get(name)
                 if isinstance(x, (list, tuple)) and spec is not None and spec.kind == "tensor":
-                    try:  # nested lists for a tensor input, as onnxruntime takes them
-                        x = np.asarray(x, dtype=spec.dtype)
-                    except (TypeError, ValueError) as exc:
-                        raise InvalidArgument(f"input {name!r}: cannot convert to {spec.dtype}: {exc}") from None
+                    x = to_dtype(x, spec.dtype, f"input {name!r}")  # nested lists, as onnxruntime takes them
                 elif not isinstance(x, (np.ndarray, np.generic, Tensor, list, tuple)) and hasattr(x, "__dlpack__"):
                     x = from_dlpack(x)
                     wrapped.append(x)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import pickle
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -26,6 +29,21 @@ class _Files:
         self.lacking = s.path("lacking.onnx")
         onnx.save(lacking_op_model(), str(self.lacking))
         self.missing = s.path("missing")
+        self.folder = s.path("folder")
+        self.folder.mkdir()
+        x = np.ones((1, 3, 32, 32), np.float32)
+        self.two = s.path("two.npz")
+        np.savez(self.two, a=x, b=x)
+        self.cut = s.path("cut.npz")
+        self.cut.write_bytes(self.two.read_bytes()[:100])
+        self.empty = s.path("empty.npy")
+        self.empty.write_bytes(b"")
+        self.objects = s.path("objects.npy")
+        np.save(self.objects, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+        self.pickled = s.path("pickled.npy")
+        self.pickled.write_bytes(pickle.dumps(x))
+        self.complex = s.path("complex.npy")
+        np.save(self.complex, x + 1j)
 
     def run(self, *args: object) -> None:
         """``devicelayer run --device DEVICE ARGS`` (a later --device in ARGS wins)."""
@@ -34,6 +52,26 @@ class _Files:
     def tiny(self, *args: object) -> None:
         """``devicelayer run --bundled tiny_cnn --device DEVICE ARGS``."""
         self.run("--bundled", "tiny_cnn", *args)
+
+
+def _with_backends(value: str, *argv: object) -> None:
+    """``DEVICELAYER_BACKENDS=value devicelayer ARGV`` (the variable restored afterwards)."""
+    old = os.environ.get("DEVICELAYER_BACKENDS")
+    os.environ["DEVICELAYER_BACKENDS"] = value
+    try:
+        cli(*map(str, argv))
+    finally:
+        if old is None:
+            del os.environ["DEVICELAYER_BACKENDS"]
+        else:
+            os.environ["DEVICELAYER_BACKENDS"] = old
+
+
+def _unwritable_folder() -> Path:
+    """A folder nobody can create files in, root included (procfs)."""
+    if not Path("/proc/self").is_dir():
+        pytest.skip("needs /proc")
+    return Path("/proc")
 
 
 E = UsageExit
@@ -62,6 +100,41 @@ misuses("cli", _Files, [
      E, "does not exist", lambda s, f: f.tiny("--save-outputs", f.missing / "o.npz")),
     ("cli-run-trace-missing-dir", "devicelayer run --trace into a directory that does not exist", E,
      "does not exist", lambda s, f: f.tiny("--trace", f.missing / "t.json")),
+    ("cli-run-save-outputs-directory", "devicelayer run --save-outputs DIR (a directory)", E, "is a directory",
+     lambda s, f: f.tiny("--save-outputs", f.folder)),
+    ("cli-run-save-outputs-parent-is-a-file", "devicelayer run --save-outputs FILE/o.npz", E, "is not a directory",
+     lambda s, f: f.tiny("--save-outputs", f.vector / "o.npz")),
+    ("cli-run-save-outputs-unwritable-dir", "devicelayer run --save-outputs into a directory that takes no files",
+     E, "cannot create files in", lambda s, f: f.tiny("--save-outputs", _unwritable_folder() / "o.npz")),
+    ("cli-run-save-outputs-disk-full", "devicelayer run --save-outputs /dev/full", E, "No space left on device",
+     lambda s, f: f.tiny("--save-outputs", "/dev/full") if Path("/dev/full").exists() else pytest.skip("no /dev/full")),
+    ("cli-run-trace-directory", "devicelayer run --trace DIR (a directory)", E, "is a directory",
+     lambda s, f: f.tiny("--trace", f.folder)),
+    ("cli-run-trace-unwritable-dir", "devicelayer run --trace into a directory that takes no files", E,
+     "cannot create files in", lambda s, f: f.tiny("--trace", _unwritable_folder() / "t.json")),
+    ("cli-run-input-npz-without-the-array", "devicelayer run --input x=FILE.npz holding a and b", E,
+     "none named 'x'", lambda s, f: f.tiny("--input", f"x={f.two}")),
+    ("cli-run-input-truncated-npz", "devicelayer run --input x=FILE.npz cut short", E, "cannot read it",
+     lambda s, f: f.tiny("--input", f"x={f.cut}")),
+    ("cli-run-input-empty-file", "devicelayer run --input x=FILE of 0 bytes", E, "the file is empty",
+     lambda s, f: f.tiny("--input", f"x={f.empty}")),
+    ("cli-run-input-object-array", "devicelayer run --input x=FILE.npy of Python objects", E,
+     "holds pickled Python objects", lambda s, f: f.tiny("--input", f"x={f.objects}")),
+    ("cli-run-input-pickle", "devicelayer run --input x=FILE holding a pickle", E, "not an .npy or .npz file",
+     lambda s, f: f.tiny("--input", f"x={f.pickled}")),
+    ("cli-run-input-complex", "devicelayer run --input x=FILE.npy of complex numbers", E,
+     "the imaginary part would be lost", lambda s, f: f.tiny("--input", f"x={f.complex}")),
+    ("cli-generate-prompt-file-empty", "devicelayer generate --prompt-file FILE of 0 bytes", E, "the file is empty",
+     lambda s, f: cli("generate", "--bundled", "tiny_gpt", "--device", f.device, "--prompt-file", str(f.empty))),
+    ("cli-info-backends-env-unknown", "DEVICELAYER_BACKENDS=warpdrive devicelayer info", E,
+     "no backend named 'warpdrive' is installed; the backends are", lambda s, f: _with_backends("warpdrive", "info")),
+    ("cli-run-backends-env-empty", "DEVICELAYER_BACKENDS=,,, devicelayer run", E, "names no backend",
+     lambda s, f: _with_backends(",,,", "run", "--bundled", "tiny_cnn", "--device", f.device)),
+    ("cli-bench-backends-env-unknown", "DEVICELAYER_BACKENDS=host,warpdrive devicelayer bench", E,
+     "no backend named 'warpdrive'", lambda s, f: _with_backends("host,warpdrive", "bench", "--quick")),
+    ("cli-generate-backends-env-unknown", "DEVICELAYER_BACKENDS=warpdrive devicelayer generate", E,
+     "no backend named 'warpdrive'",
+     lambda s, f: _with_backends("warpdrive", "generate", "--bundled", "tiny_gpt", "--prompt", "1,2")),
     ("cli-info-unknown-flag", "devicelayer info --bogus", E, "unrecognized arguments: --bogus",
      lambda s, f: cli("info", "--bogus")),
     ("cli-info-unknown-backend", "devicelayer info --backend warpdrive", E, "unknown backend(s) ['warpdrive']",

@@ -210,6 +210,13 @@ misuses(L, _four, [
      lambda s, t: dl.ops.relu(t, out=3)),
     ("tensor-masked-array", "make a Tensor of a NumPy masked array", InvalidArgument, "would lose its mask",
      lambda s, t: dl.tensor(np.ma.masked_array(np.ones(3, np.float32), mask=[0, 1, 0]), s.device)),
+    ("tensor-complex-to-real", "make a float32 Tensor of complex numbers", InvalidArgument,
+     "complex128 values cannot become float32 (the imaginary part would be lost)",
+     lambda s, t: dl.tensor(np.array([1 + 2j, 3]), s.device, dtype=np.float32)),
+    ("tensor-value-beyond-dtype", "make an int8 Tensor holding 300", InvalidArgument,
+     "the int64 value 300 does not fit int8", lambda s, t: dl.tensor([1, 300], s.device, dtype=np.int8)),
+    ("tensor-nan-to-integer", "make an int32 Tensor of NaN", InvalidArgument, "NaN or infinity",
+     lambda s, t: dl.tensor([np.nan, 1.0], s.device, dtype=np.int32)),
 ])
 
 

@@ -244,6 +244,8 @@ def _transpose(ctx, attrs, ins):
 
 @_fold("Tile")
 def _tile(ctx, attrs, ins):
+    if ctx.opset < 6:  # Tile-1 (tiles, axis): its converter
+        return None
     reps = ints(ins[1])
     if len(reps) != ins[0].ndim or any(r < 0 for r in reps):
         return None

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import UnsupportedOp
+from ...errors import GraphError, UnsupportedOp
 from .base import converter, pick, ints
 
 
@@ -158,6 +158,13 @@ def _expand(ctx, attrs):
 def _tile(ctx, attrs):
     x = ctx.raw(0)
     reps = ints(ctx.need_const(1, "repeats"))
+    if ctx.opset < 6:  # Tile-1: inputs (input, tiles, axis), scalars: ``tiles`` copies along ``axis``
+        axis = ints(ctx.need_const(2, "axis")) if ctx.has(2) else []
+        if len(reps) != 1 or len(axis) != 1 or not -len(x.shape) <= axis[0] < len(x.shape):
+            raise GraphError(f"Tile of opset {ctx.opset} takes one tiles count and one axis of the rank-"
+                             f"{len(x.shape)} input, got tiles {reps} and axis {axis}")
+        reps, at = [1] * len(x.shape), axis[0] % len(x.shape)
+        reps[at] = ints(ctx.need_const(1, "tiles"))[0]
     y = x
     for axis, r in enumerate(reps):
         if r != 1:

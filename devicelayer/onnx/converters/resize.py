@@ -205,6 +205,8 @@ def output_plan(shape: Sequence[int], scales: np.ndarray | None, sizes: np.ndarr
 
 def _settings(ctx: Context, attrs: dict[str, Any], legacy: bool) -> Settings:
     mode = attrs.get("mode", "nearest")
+    if ctx.node.op_type == "Upsample" and ctx.opset < 7:  # Upsample-1 (experimental): NEAREST or BILINEAR
+        mode = mode.lower()
     if mode == "bilinear" and ctx.node.op_type == "Upsample":
         mode = "linear"
     if mode not in ("nearest", "linear", "cubic") or (legacy and mode == "cubic"):
@@ -239,6 +241,11 @@ def _axes(attrs: dict[str, Any], rank: int) -> list[int]:
 def _inputs(ctx: Context, attrs: dict[str, Any], axes: list[int]) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
     """(roi, scales, sizes) as constants; exactly one of scales and sizes."""
     op = ctx.node.op_type
+    if op == "Upsample" and ctx.opset < 7 and "scales" not in attrs:  # Upsample-1: NCHW, height and width scales
+        if len(ctx.raw(0).shape) != 4:
+            raise GraphError(f"Upsample of opset {ctx.opset} takes a 4-D NCHW input, got rank {len(ctx.raw(0).shape)}")
+        return None, np.array([1.0, 1.0, float(attrs.get("height_scale", 1.0)),
+                               float(attrs.get("width_scale", 1.0))]), None
     if op == "Upsample" and ctx.opset < 9:
         if "scales" not in attrs:
             raise GraphError("Upsample needs its scales attribute")

@@ -1,0 +1,66 @@
+"""The disk caches (SPIR-V compiled from GLSL, the Vulkan pipeline cache, measured figures, built bundled
+models): where they live and how they are written.
+
+A cache only saves time, so one that cannot be written (``DEVICELAYER_CACHE`` naming a file, a read-only or
+full disk) never fails the work: the first failure in a process is reported once on stderr, and the process
+goes on without the disk cache (once per cache folder, so a process that changes ``DEVICELAYER_CACHE`` hears of each).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+
+_lock = threading.Lock()
+#: the cache folders whose write failure has been reported
+_warned: set[str] = set()
+
+
+def cache_dir() -> Path:
+    """``$DEVICELAYER_CACHE``, else ``$XDG_CACHE_HOME/devicelayer``, else ``~/.cache/devicelayer``."""
+    own = os.environ.get("DEVICELAYER_CACHE")
+    if own:
+        return Path(own)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "devicelayer"
+
+
+def write(path: Path, data: bytes) -> bool:
+    """Write a cache file whole or not at all (a private temporary file renamed over ``path``); False, after a
+    one-time warning on stderr, when it cannot be written."""
+    path = Path(path)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+        return True
+    except OSError as exc:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        _warn_once(path, exc)
+        return False
+
+
+def _warn_once(path: Path, exc: OSError) -> None:
+    root = str(cache_dir())
+    with _lock:
+        if root in _warned:
+            return
+        _warned.add(root)
+    print(f"devicelayer: warning: cannot write the disk cache in {root} ({_why(path, exc)}); going on without "
+          "it (set DEVICELAYER_CACHE to a writable folder)", file=sys.stderr)
+
+
+def _why(path: Path, exc: OSError) -> str:
+    """Why ``path`` cannot be written: a file where a folder should be, else the system's reason."""
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if folder.exists() and not folder.is_dir():
+        return f"{folder} is a file, not a folder"
+    return f"{path.name}: {exc.strerror or exc}"
