@@ -626,6 +626,9 @@ class CudaDevice(Device):
         self._seq = seq = self._seq + 1  # under the core's submit lock
         return CudaEvent(label, self, None, (values, function), None, seq)  # buffers, module live until done
 
+    def _default_local_size(self, program: Program, global_size: tuple[int, ...]) -> tuple[int, ...]:
+        return self._shape(global_size, None)[1]
+
     def _shape(self, global_size: tuple[int, ...], local_size: tuple[int, ...] | None) -> tuple[tuple, tuple]:
         """Grid and block of a launch."""
         if local_size is None:
@@ -930,6 +933,7 @@ def _info(index: int, count: int) -> DeviceInfo:
         subgroup_size=int(p.get("warpSize", 32)), local_memory=int(p.get("sharedMemPerBlock", 49152)),
         dtypes=frozenset(dtypes), unified_memory=integrated, view_alignment=16, peer_access=tuple(peers),
         timestamps=True, extras=extras,
+        max_work_groups=tuple(int(g) for g in p.get("maxGridSize", (2**31 - 1, 65535, 65535))),
     )
 
 

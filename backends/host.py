@@ -63,6 +63,10 @@ def _host_dtypes() -> frozenset[str]:
     return frozenset(d for d in DTYPE_NAMES if d != "bfloat16" or "bfloat16" in EXTRA) | frozenset(EXTRA)
 
 
+#: allocations from this size on are checked against the memory the machine has available
+AVAILABLE_CHECK_BYTES = 64 << 20
+
+
 class HostEvent(Event):
     """Completion of a task on the host worker."""
 
@@ -75,6 +79,17 @@ class HostPool(MemoryPool):
     @property
     def free_bytes(self) -> int:
         return _meminfo("MemAvailable")
+
+    def _no_room(self, nbytes: int) -> str | None:
+        """Within physical memory with what the pool holds, and, for a large allocation, within the memory the
+        machine has available now: NumPy's memory is only taken when first written, and a process writing more
+        than the machine has is killed.  (Reading the available memory costs ~50 us: small ones skip it.)"""
+        why = super()._no_room(nbytes)
+        if why is None and nbytes >= AVAILABLE_CHECK_BYTES:
+            available = _meminfo("MemAvailable")
+            if nbytes > available:
+                why = f"the machine has {available} bytes of memory available"
+        return why
 
     def _allocate(self, nbytes: int) -> np.ndarray:
         raw = np.empty(nbytes + ALIGN, np.uint8)
@@ -322,6 +337,7 @@ class HostBackend(Backend):
             driver_version=f"numpy {np.__version__}", api_version=f"python {platform.python_version()}",
             kernel_language="python", memory_total=total, max_allocation=total,
             compute_units=os.cpu_count() or 1, max_work_group_size=big, max_work_item_sizes=(big, big, big),
+            max_work_groups=(big, big, big),
             subgroup_size=None, local_memory=0, dtypes=_host_dtypes(),
             unified_memory=True, view_alignment=1, timestamps=True,
             extras={"machine": platform.machine(), **blas_extras(), **_onednn_extras()},

@@ -294,6 +294,10 @@ def _info(index: int, dev: "cl.Device", platform: "cl.Platform") -> DeviceInfo:
         unified = bool(dev.host_unified_memory)
     except cl.Error:
         unified = dev.type & cl.device_type.CPU != 0
+    index_max = 2 ** int(dev.address_bits) - 1  # size_t of the device
+    # PoCL counts a launch's work-groups in 32 bits, and the work-group size it picks may be 1: beyond 2**32 - 1
+    # work items it runs a few groups only (wrong results), or aborts the process on an assertion
+    items_max = min(index_max, 2**32 - 1) if platform.name.strip() == "Portable Computing Language" else index_max
     kind = ("gpu" if dev.type & cl.device_type.GPU else "cpu" if dev.type & cl.device_type.CPU
             else "accelerator" if dev.type & cl.device_type.ACCELERATOR else "other")
     return DeviceInfo(
@@ -305,6 +309,8 @@ def _info(index: int, dev: "cl.Device", platform: "cl.Platform") -> DeviceInfo:
         max_work_item_sizes=tuple(int(s) for s in dev.max_work_item_sizes),
         subgroup_size=subgroup, local_memory=int(dev.local_mem_size), dtypes=frozenset(dtypes),
         unified_memory=unified, view_alignment=max(1, int(dev.mem_base_addr_align) // 8), timestamps=True,
+        # OpenCL limits no work-group count, only the size_t a work item's index is
+        max_work_groups=(index_max,) * len(dev.max_work_item_sizes), max_global_items=items_max,
         extras={"platform": platform.name.strip(), "platform_version": platform.version.strip(),
                 "extensions": len(ext)},
     )

@@ -475,6 +475,7 @@ class _Kernel:
 
     def __init__(self, dev: "VulkanDevice", spirv: bytes, refl, name: str) -> None:
         self.spirv, self.refl, self.name = spirv, refl, name
+        self.default_local: dict[int, tuple[int, int, int]] = {}  # dimensions -> work-group size without local_size
         if any(b.set != 0 for b in refl.bindings):
             raise CompileError(f"{dev.id}: only descriptor set 0 is supported (bindings use sets "
                                f"{sorted({b.set for b in refl.bindings})})")
@@ -1296,32 +1297,34 @@ class VulkanDevice(Device):
             out[i] = max(1, out[i] // 2)
         return tuple(out)  # type: ignore[return-value]
 
-    def _geometry(self, k: _Kernel, gsize: tuple[int, ...], lsize: tuple[int, ...] | None):
+    def _local(self, k: _Kernel, ndim: int, lsize: tuple[int, ...] | None) -> tuple[int, int, int]:
+        """The work-group size of a launch: ``lsize`` where the shader lets the launch choose, else its own."""
         refl = k.refl
         spec, fixed = refl.local_size_spec_ids, refl.local_size
         if lsize is None:
             if all(s is None for s in spec):
-                ls = fixed
-            else:
-                d = self.default_local_size(len(gsize))
-                ls = tuple(d[i] if spec[i] is not None else fixed[i] for i in range(3))
-        else:
-            ls = tuple(lsize) + (1,) * (3 - len(lsize))
-            bad = [i for i in range(3) if spec[i] is None and ls[i] != fixed[i]]
-            if bad:
-                raise InvalidArgument(f"launch {k.name} on {self.id}: local_size {tuple(lsize)} differs from the "
-                                      f"shader's fixed local size {fixed} (declare local_size_x_id etc. to choose it "
-                                      "at launch)")
-        limits = self.phys.limits
-        if any(ls[i] > limits["maxComputeWorkGroupSize"][i] for i in range(3)) or \
-                ls[0] * ls[1] * ls[2] > limits["maxComputeWorkGroupInvocations"]:
-            raise InvalidArgument(f"launch {k.name} on {self.id}: local size {ls} exceeds the device's limits")
+                return fixed
+            d = self.default_local_size(ndim)
+            return tuple(d[i] if spec[i] is not None else fixed[i] for i in range(3))  # type: ignore[return-value]
+        ls = tuple(lsize) + (1,) * (3 - len(lsize))
+        if any(spec[i] is None and ls[i] != fixed[i] for i in range(3)):
+            raise InvalidArgument(f"launch {k.name} on {self.id}: local_size {tuple(lsize)} differs from the "
+                                  f"shader's fixed local size {fixed} (declare local_size_x_id etc. to choose it "
+                                  "at launch)")
+        return ls  # type: ignore[return-value]
+
+    def _default_local_size(self, program: Program, global_size: tuple[int, ...]) -> tuple[int, ...]:
+        k: _Kernel = program.handle
+        ls = k.default_local.get(len(global_size))
+        if ls is None:
+            ls = k.default_local[len(global_size)] = self._local(k, len(global_size), None)
+        return ls
+
+    def _geometry(self, k: _Kernel, gsize: tuple[int, ...], lsize: tuple[int, ...] | None):
+        """Pipeline and work-group counts of a launch (its sizes were checked against the limits: ``Device``)."""
+        ls = self._local(k, len(gsize), lsize)
         g = tuple(gsize) + (1,) * (3 - len(gsize))
         groups = tuple((g[i] + ls[i] - 1) // ls[i] for i in range(3))
-        mx = limits["maxComputeWorkGroupCount"]
-        if any(groups[i] > mx[i] for i in range(3)):
-            raise InvalidArgument(f"launch {k.name} on {self.id}: {groups} work-groups exceed the device's "
-                                  f"maxComputeWorkGroupCount {mx}; use a larger local size or fewer work items")
         with self._lock:
             pipe = self._pipeline(k, ls)
         geo = (pipe, groups)

@@ -51,7 +51,8 @@ def info_document(backends: Sequence[str] | None = None, measured: bool = False)
             "max_work_item_sizes": list(i.max_work_item_sizes), "subgroup_size": i.subgroup_size,
             "local_memory": i.local_memory, "dtypes": i.as_dict()["dtypes"], "unified_memory": i.unified_memory,
             "view_alignment": i.view_alignment, "peer_access": list(i.peer_access), "timestamps": i.timestamps,
-            "max_work_groups": list(i.max_work_groups), "extras": dict(i.extras),
+            "max_work_groups": list(i.max_work_groups), "max_global_items": i.max_global_items,
+            "extras": dict(i.extras),
         })
         if measured:
             docs[-1]["measured"] = cached(dev)

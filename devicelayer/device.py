@@ -13,7 +13,8 @@ from .errors import CompileError, DeviceLayerError, InvalidArgument, LaunchError
 from .events import CompletedEvent, DeferredEvent, Event, check_events, dependency_error, dispatcher
 from .info import DeviceInfo
 from .memory import Buffer, MemoryPool
-from .signature import Arg, Signature, _float_max, _int_range, check_scalar, check_size, parse_signature
+from .geometry import check_geometry
+from .signature import Arg, Signature, _float_max, _int_range, check_buffer, check_scalar, parse_signature
 
 if TYPE_CHECKING:
     from .recording import Recording
@@ -56,7 +57,7 @@ def _check_plan(signature: Signature | None) -> tuple[tuple[int, Any, int, int],
     plan = []
     for arg in signature:
         if arg.kind == "buffer":
-            plan.append((_BUFFER, None, 0, 0))
+            plan.append((_BUFFER, arg.dtype, 0, 0))  # the element type a typed buffer must hold (None: any)
         elif arg.kind == "scalar" and arg.dtype is not None and arg.dtype.kind in "iu":
             lo, hi = _int_range(arg.dtype)
             plan.append((_INT, arg.dtype.type, lo, hi))
@@ -101,6 +102,11 @@ class Device:
                 local_size: tuple[int, ...] | None, waits: list[Event]) -> Event:
         """Submit a launch with checked arguments after ``waits`` (native events of this device)."""
         raise NotImplementedError
+
+    def _default_local_size(self, program: Program, global_size: tuple[int, ...]) -> tuple[int, ...] | None:
+        """The work-group size a launch of ``program`` without ``local_size`` gets; None where the driver picks one
+        that divides ``global_size`` (the launch check counts the work-groups with it)."""
+        return None
 
     def _release_program(self, program: Program) -> None:
         """Drop the device's hold on the native program; submitted launches keep it alive through their events."""
@@ -205,7 +211,9 @@ class Device:
         """Run ``program`` over ``global_size`` work items (groups of ``local_size``) after ``wait``.
 
         Work items past the end of a kernel's data must be skipped by the kernel:
-        a backend may round ``global_size`` up to whole work-groups.
+        a backend may round ``global_size`` up to whole work-groups.  Sizes beyond a limit the
+        device states (``devicelayer.geometry``), and a typed buffer for a parameter of another
+        element type, raise InvalidArgument before the driver sees them.
         """
         checked, gsize, lsize, buffers = self._check_launch(program, args, global_size, local_size)
         # the event keeps the native memory alive, not the Buffer objects: a Buffer records its latest
@@ -224,21 +232,7 @@ class Device:
         if program.released:
             raise InvalidArgument(f"launch: program {program.entry!r} was released")
         where = program.label
-        info = self.info
-        gsize = check_size(global_size, "global_size")
-        lsize = None
-        if local_size is not None:
-            lsize = check_size(local_size, "local_size", info.max_work_item_sizes)
-            if len(lsize) != len(gsize):
-                raise InvalidArgument(f"{where}: local_size {lsize} and global_size {gsize} differ in dimensions")
-            items = 1
-            for d in lsize:
-                items *= d
-            if items > info.max_work_group_size:
-                raise InvalidArgument(f"{where}: local_size {lsize} has more than the device's "
-                                      f"{info.max_work_group_size} work items per group")
-            if any(g % l for g, l in zip(gsize, lsize)):
-                raise InvalidArgument(f"{where}: global_size {gsize} is not a multiple of local_size {lsize}")
+        gsize, lsize = check_geometry(self.info, global_size, local_size, self._default_local_size, program, where)
         checked, buffers = self._check_args(program, args, where)
         return checked, gsize, lsize, buffers
 
@@ -284,7 +278,8 @@ class Device:
                 t = type(value)
                 if code == _BUFFER:
                     if t is Buffer and value.pool is pool and not (value.base or value)._freed \
-                            and not value.offset % align:
+                            and not value.offset % align and (ctype is None or value.dtype is None
+                                                              or value.dtype is ctype):
                         buffers.append(value)
                         checked.append(value)
                         continue
@@ -321,6 +316,7 @@ class Device:
                 if value.offset % align:
                     raise InvalidArgument(f"{where}: argument {spec.name!r} is a view at offset {value.offset}, "
                                           f"not a multiple of the device's view alignment ({align} bytes)")
+                check_buffer(value, spec, where)
                 buffers.append(value)
                 checked.append(value)
             elif spec.kind == "buffer":

@@ -37,6 +37,7 @@ class DeviceInfo:
     unified_memory: bool
     view_alignment: int = 1
     max_work_groups: tuple[int, ...] = (2**31 - 1, 65535, 65535)  # work-groups per launch, per dimension
+    max_global_items: int = 2**64 - 1  # work items one launch may have in all (OpenCL: the device's size_t)
     peer_access: tuple[str, ...] = ()
     timestamps: bool = False
     extras: Mapping[str, Any] = field(default_factory=dict)

@@ -141,7 +141,8 @@ def _duplicate(t: Tensor) -> Tensor:
     out = empty(t.shape, t.dtype, t.device)
     if t.nbytes:
         pool = t.device.pool
-        out.ready = pool.copy(out.buffer.view(0, t.nbytes), t.buffer.view(0, t.nbytes), wait=[t.ready])
+        out.ready = pool.copy(out.buffer.view(0, t.nbytes, np.uint8), t.buffer.view(0, t.nbytes, np.uint8),
+                              wait=[t.ready])
     return out
 
 

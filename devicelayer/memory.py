@@ -135,6 +135,16 @@ def check_unmasked(array: Any, where: str) -> None:
                               f"array.data")
 
 
+def check_same_dtype(dst: np.dtype | None, src: np.dtype | None, where: str, dst_is: str = "destination holds",
+                     src_is: str = "source holds") -> None:
+    """InvalidArgument when both sides of a copy have a dtype and they differ (an untyped side takes anything).
+
+    To move the bits of one dtype into another, copy between views of both as ``uint8``."""
+    if dst is not None and src is not None and dst != src:
+        raise InvalidArgument(f"{where}: {dst_is} {dst}, {src_is} {src} (typed buffers must agree; copy bits "
+                              f"through views as uint8)")
+
+
 def _as_host_bytes(array: Any, buffer: Buffer, where: str, writable: bool) -> np.ndarray:
     """Check a host array against a buffer and return it as a flat uint8 view."""
     if not isinstance(array, np.ndarray):
@@ -142,8 +152,7 @@ def _as_host_bytes(array: Any, buffer: Buffer, where: str, writable: bool) -> np
     check_unmasked(array, where)
     if array.dtype.hasobject:
         raise InvalidArgument(f"{where}: arrays of Python objects cannot be copied to a device")
-    if buffer.dtype is not None and array.dtype != buffer.dtype:
-        raise InvalidArgument(f"{where}: buffer holds {buffer.dtype}, array is {array.dtype}")
+    check_same_dtype(buffer.dtype, array.dtype, where, "buffer holds", "array is")
     if array.nbytes != buffer.nbytes:
         raise InvalidArgument(f"{where}: array has {array.nbytes} bytes, buffer has {buffer.nbytes}")
     if writable:
@@ -193,6 +202,7 @@ class MemoryPool:
         self.device = device
         self._lock = threading.Lock()
         self._allocated = 0
+        self._foreign = 0  # of _allocated: memory of other libraries (``adopt``), which this pool did not hand out
         self._live = 0
 
     # -- backend hooks -------------------------------------------------------------
@@ -288,6 +298,19 @@ class MemoryPool:
         """Memory still free on the device (driver figure where there is one, else total less what devicelayer holds)."""
         return max(0, self.total_bytes - self._allocated)
 
+    def _no_room(self, nbytes: int) -> str | None:
+        """Why ``nbytes`` more cannot be handed out (None when they can): the pool's own buffers stay within the
+        device's memory (called with the pool's lock held).
+
+        Drivers that allocate lazily (PoCL, lavapipe, the host's NumPy) accept far more than the device has and
+        fail, or abort the process, when the memory is first touched; so the pool counts what it handed out.
+        Memory of another library (``adopt``) is that library's to account for."""
+        held = self._allocated - self._foreign
+        if held + nbytes <= self.total_bytes:
+            return None
+        return (f"{held} bytes in {self._live} live buffers of the device's {self.total_bytes} are allocated "
+                f"already; free some first")
+
     @property
     def allocated_bytes(self) -> int:
         """Bytes held by live buffers of this pool."""
@@ -316,14 +339,34 @@ class MemoryPool:
                               f"allows ({info.max_allocation} bytes)")
         if nbytes > self.total_bytes:
             raise OutOfMemory(f"{info.id}: {nbytes} bytes exceeds the device's memory ({self.total_bytes} bytes)")
+        self._reserve(nbytes)
         try:
-            handle = self._allocate(nbytes)
-        except (OutOfMemory, MemoryError) as exc:
-            handle = self._allocate_after_reclaim(nbytes, exc)
+            try:
+                handle = self._allocate(nbytes)
+            except (OutOfMemory, MemoryError) as exc:
+                handle = self._allocate_after_reclaim(nbytes, exc)
+        except BaseException:
+            with self._lock:
+                self._allocated -= nbytes
+            raise
         with self._lock:
-            self._allocated += nbytes
             self._live += 1
         return self._on_drop(Buffer(self, handle, nbytes, dtype=dt))
+
+    def _reserve(self, nbytes: int) -> None:
+        """Count ``nbytes`` as handed out, or raise OutOfMemory when the device's memory cannot hold them too (after
+        the memory of dropped objects queued for release has gone)."""
+        for attempt in range(2):
+            with self._lock:
+                why = self._no_room(nbytes)
+                if why is None:
+                    self._allocated += nbytes
+                    return
+            if attempt == 0:
+                gc.collect()  # dropped buffers held in reference cycles
+                if not reclaim.drain(RECLAIM_WAIT_SECONDS):
+                    break
+        raise OutOfMemory(f"{self.device.id}: cannot allocate {nbytes} bytes: {why}")
 
     def _allocate_after_reclaim(self, nbytes: int, failure: BaseException) -> Any:
         """Try once more after the memory of dropped plans, tensors and buffers has gone (cycles collected first)."""
@@ -343,6 +386,8 @@ class MemoryPool:
         with self._lock:
             self._allocated += nbytes
             self._live += 1
+            if foreign is not None:
+                self._foreign += nbytes
         buffer = Buffer(self, handle, nbytes, offset=offset, dtype=np.dtype(dtype) if dtype is not None else None)
         buffer.foreign = foreign
         return self._on_drop(buffer)
@@ -393,9 +438,10 @@ class MemoryPool:
         derived = list(buffer._cache.values())  # native objects of views (OpenCL sub-buffers, pointers)
         buffer._cache.clear()
         buffer.handle = None
+        foreign = buffer.foreign is not None
         buffer.foreign = None  # another library's memory: its owner goes with the last reference to it
         try:
-            self._release_now(handle, buffer.nbytes)
+            self._release_now(handle, buffer.nbytes, foreign)
         finally:
             # the allocation's last reference goes before its views': NVIDIA's OpenCL driver crashes
             # when a plan's arena is released after the sub-buffers made from it
@@ -404,23 +450,25 @@ class MemoryPool:
 
     def _release_held(self, held: list[Any], nbytes: int, cache: dict[Any, Any]) -> None:
         """Release the memory of a buffer the program dropped: ``held`` is ``[handle, foreign record]``."""
-        handle = held[0]
+        handle, foreign = held[0], held[1] is not None
         derived = list(cache.values())
         cache.clear()
         held.clear()
         try:
-            self._release_now(handle, nbytes)
+            self._release_now(handle, nbytes, foreign)
         finally:
             del handle  # as in _release_buffer: the allocation's last reference before its views'
             derived.clear()
 
-    def _release_now(self, handle: Any, nbytes: int) -> None:
+    def _release_now(self, handle: Any, nbytes: int, foreign: bool = False) -> None:
         try:
             self._release(handle, nbytes)
         finally:
             with self._lock:
                 self._allocated -= nbytes
                 self._live -= 1
+                if foreign:
+                    self._foreign -= nbytes
 
     def upload(self, buffer: Buffer, host_array: np.ndarray, wait: Sequence[Event] = ()) -> Event:
         """Copy ``host_array`` (same byte size; same dtype when the buffer has one) into ``buffer``."""
@@ -438,7 +486,8 @@ class MemoryPool:
                                    lambda waits: self._download(buffer, data, waits), wait, (data, host_array), (buffer,))
 
     def copy(self, dst: Buffer, src: Buffer, wait: Sequence[Event] = ()) -> Event:
-        """Copy ``src`` into ``dst``, both of this pool and of the same size, not overlapping."""
+        """Copy ``src`` into ``dst``, both of this pool, of the same size and dtype (where both have one), not
+        overlapping."""
         self._check_copy(dst, src)
         return self.device._submit(f"copy {src.nbytes} B on {self.device.id}",
                                    lambda waits: self._copy(dst, src, waits), wait, (), (dst, src))
@@ -448,6 +497,7 @@ class MemoryPool:
         self._check_own(src, "copy (source)")
         if dst.nbytes != src.nbytes:
             raise InvalidArgument(f"copy: destination has {dst.nbytes} bytes, source has {src.nbytes}")
+        check_same_dtype(dst.dtype, src.dtype, "copy")
         if dst.root is src.root and dst.offset < src.offset + src.nbytes and src.offset < dst.offset + dst.nbytes:
             raise InvalidArgument("copy: source and destination overlap")
 

@@ -48,6 +48,8 @@ class Recording:
         return len(self.items)
 
     def _open(self, what: str) -> None:
+        if self.released:
+            raise InvalidArgument(f"recording on {self.device.id}: {what} after release()")
         if self.finished:
             raise InvalidArgument(f"recording on {self.device.id}: {what} after finish()")
 
@@ -90,10 +92,10 @@ class Recording:
 
     def replay(self, wait: Sequence[Event] = ()) -> Event:
         """Submit the whole recording after ``wait``; the event completes when its last item has."""
-        if not self.finished:
-            raise InvalidArgument(f"recording on {self.device.id}: replay before finish()")
         if self.released:
             raise InvalidArgument(f"recording on {self.device.id}: replay after release()")
+        if not self.finished:
+            raise InvalidArgument(f"recording on {self.device.id}: replay before finish()")
         roots = self._roots
         for b in roots:
             b.check_alive(f"replay on {self.device.id}")
@@ -103,7 +105,12 @@ class Recording:
                            (native, [b.handle for b in roots]), roots)
 
     def release(self) -> None:
-        """Drop the native form (after the replays already submitted finish)."""
-        if not self.released and self.finished:
-            self.released = True
+        """Drop the native form (after the replays already submitted finish); the recording cannot be used again.
+
+        Releasing it again raises InvalidArgument, as ``Device.release`` of a program does.
+        """
+        if self.released:
+            raise InvalidArgument(f"recording on {self.device.id}: release() again (it was already released)")
+        self.released = True
+        if self.finished:
             self.device._release_recording(self.native)

@@ -10,6 +10,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from .errors import InvalidArgument
+from .info import DTYPE_NAMES
 from .memory import Buffer
 
 # C-like type names of the four kernel languages, mapped to NumPy dtypes.
@@ -23,7 +24,12 @@ _C_TYPES = {
     "__nv_bfloat16": "bfloat16",
     "int8_t": "int8", "uint8_t": "uint8", "int16_t": "int16", "uint16_t": "uint16",
     "int32_t": "int32", "uint32_t": "uint32", "int64_t": "int64", "uint64_t": "uint64",
+    # the kernel dialect's sized names (typedefs of the rendered kernels)
+    "i16": "int16", "u16": "uint16", "i64": "int64", "u64": "uint64", "f16": "float16", "f64": "float64",
+    "bf16": "bfloat16",
 }
+#: names a kernel parameter's type may have: C names above, and devicelayer's dtype names (``float32*``)
+_NAMED = frozenset(DTYPE_NAMES)
 _QUALIFIERS = {"const", "volatile", "restrict", "__restrict__", "__restrict", "__global", "global",
                "__constant", "constant", "__local", "local", "__private", "private", "struct"}
 
@@ -41,15 +47,13 @@ Signature = tuple[Arg, ...]
 
 
 def dtype_of(name: str) -> np.dtype | None:
-    """The NumPy dtype for a type name (``float``, ``float32``, ``uint``...); None when it has none."""
+    """The NumPy dtype for a type name (``float``, ``float32``, ``uint``...); None when it has none (``void``,
+    bfloat16, a typedef devicelayer does not know: such a pointer takes a buffer of any dtype)."""
     name = " ".join(name.split())
     mapped = _C_TYPES.get(name, name)
-    if mapped == "bfloat16":
+    if mapped == "bfloat16" or mapped not in _NAMED:
         return None
-    try:
-        return np.dtype(mapped)
-    except TypeError:
-        return None
+    return np.dtype(mapped)
 
 
 def parse_arg(text: str) -> Arg:
@@ -95,6 +99,21 @@ def c_signature(source: str, entry: str) -> Signature | None:
         return parse_signature(params)
     except InvalidArgument:
         return None
+
+
+def buffer_fits(param: np.dtype | None, held: np.dtype | None) -> bool:
+    """Whether a buffer holding ``held`` may go to a pointer parameter of element type ``param``: the same dtype,
+    or either side untyped (None); a bool is a byte of 0 or 1, so bool and 8-bit integers go either way."""
+    if param is None or held is None or param == held:
+        return True
+    return param.itemsize == held.itemsize == 1 and "b" in (param.kind, held.kind)
+
+
+def check_buffer(value: Buffer, arg: Arg, where: str) -> None:
+    """InvalidArgument naming the parameter, its type and the buffer's dtype when they disagree (``buffer_fits``)."""
+    if not buffer_fits(arg.dtype, value.dtype):
+        raise InvalidArgument(f"{where}: argument {arg.name!r} ({arg.dtype}*) got a buffer that holds {value.dtype}; "
+                              f"pass a buffer of {arg.dtype}, or a view of this one as {arg.dtype} to reinterpret it")
 
 
 def _float_max(dtype: np.dtype) -> float:

@@ -9,7 +9,7 @@ import numpy as np
 
 from .errors import InvalidArgument
 from .events import Event, check_events, when_all
-from .memory import Buffer, MemoryPool
+from .memory import Buffer, MemoryPool, check_same_dtype
 
 #: bytes per chunk when staging through host memory (two chunks in flight)
 STAGING_CHUNK = 8 << 20
@@ -38,11 +38,13 @@ def transfer(src: Buffer, dst_pool: MemoryPool, wait: Sequence[Event] = ()) -> t
 
 
 def copy_between(dst: Buffer, src: Buffer, wait: Sequence[Event] = ()) -> Event:
-    """Copy ``src`` into the existing ``dst`` of the same size, in any two pools, by the fastest path."""
+    """Copy ``src`` into the existing ``dst`` of the same size (and dtype, where both have one), in any two pools,
+    by the fastest path."""
     if not isinstance(src, Buffer) or not isinstance(dst, Buffer):
         raise InvalidArgument("copy_between: expected two Buffers")
     if src.nbytes != dst.nbytes:
         raise InvalidArgument(f"copy_between: destination has {dst.nbytes} bytes, source has {src.nbytes}")
+    check_same_dtype(dst.dtype, src.dtype, "copy_between")
     src.check_alive("copy_between (source)")
     dst.check_alive("copy_between (destination)")
     return _copy_across(dst, src, check_events(wait, "copy_between"))

@@ -77,6 +77,39 @@ BROKEN_MARK = {"python": "SyntaxError", "opencl-c": "undeclared_name", "cuda-c":
                "glsl": "undeclared_name"}
 
 
+FLIP = {  # v[i] = 1 - v[i] for i < n (bytes: a bool buffer takes it)
+    "python": '''
+def flip(v: "uchar*", n: "int"):
+    v[:n] = 1 - v[:n]
+''',
+    "opencl-c": '''
+__kernel void flip(__global uchar* v, int n) {
+    int i = get_global_id(0);
+    if (i < n) v[i] = 1 - v[i];
+}
+''',
+    "cuda-c": '''
+extern "C" __global__ void flip(unsigned char* v, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) v[i] = 1 - v[i];
+}
+''',
+    "glsl": '''
+#version 450
+#extension GL_EXT_shader_8bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require
+#pragma kernel flip
+layout(local_size_x_id = 0) in;
+layout(std430, binding = 0) buffer V { uint8_t v[]; };
+layout(push_constant) uniform P { int n; } p;
+void main() {
+    uint i = gl_GlobalInvocationID.x;
+    if (i < uint(p.n)) v[i] = uint8_t(1) - v[i];
+}
+''',
+}
+
+
 def source(table: dict, device) -> str:
     """The source of a test kernel in the device's kernel language."""
     lang = device.info.kernel_language

@@ -89,6 +89,26 @@ def test_recording_misuse(device, rng):
     device.pool.free(v)
 
 
+def test_released_recording_refuses_every_use(device, rng):
+    """Releasing twice is a typed error, as Device.release of a program is; so is recording into a released
+    recording, finished or not."""
+    rec, x, y, z = _chain(device, rng)
+    sa = device.compile(source(SCALE_ADD, device), "scale_add")
+    rec.release()
+    with pytest.raises(dl.InvalidArgument, match="already released"):
+        rec.release()
+    fresh = device.record()
+    fresh.release()
+    for use in (lambda: fresh.launch(sa, [y, x, 2.0, 4], 4), lambda: fresh.copy(z, y), lambda: fresh.finish(),
+                lambda: fresh.replay()):
+        with pytest.raises(dl.InvalidArgument, match="after release"):
+            use()
+    with pytest.raises(dl.InvalidArgument, match="already released"):
+        fresh.release()
+    for b in (x, y, z):
+        device.pool.free(b)
+
+
 def test_plan_recorded_and_node_by_node_agree(device, rng):
     g = dl.Graph()
     x = g.input("x", (4, 33))

@@ -440,7 +440,8 @@ class ExecutionPlan:
                     else:
                         buf = bufs[key] = fresh(dev, id(v))
                         if isinstance(x, Tensor):
-                            ready[key] = copy_between(buf.view(0, x.nbytes), x.buffer.view(0, x.nbytes), [x.ready])
+                            ready[key] = copy_between(buf.view(0, x.nbytes, np.uint8),
+                                                      x.buffer.view(0, x.nbytes, np.uint8), [x.ready])
                         elif x.nbytes:
                             ready[key] = dev.pool.upload(buf.view(0, x.nbytes, x.dtype), x, after(dev))
                         if key in ready:
@@ -452,7 +453,7 @@ class ExecutionPlan:
                         bufs[key] = fresh(dev, id(v))
                     n = types[id(v)].size * types[id(v)].dtype.itemsize
                     if n:
-                        ready[key] = copy_between(bufs[key].view(0, n), bufs[src_key].view(0, n),
+                        ready[key] = copy_between(bufs[key].view(0, n, np.uint8), bufs[src_key].view(0, n, np.uint8),
                                                   [e for e in [ready.get(src_key)] if e is not None]
                                                   + after(dev, step.source))
                         last[id(dev)] = last[id(step.source)] = ready[key]
@@ -478,8 +479,8 @@ class ExecutionPlan:
                     for i, j in step.copies:
                         n = types[id(node.outputs[j])].size * types[id(node.outputs[j])].dtype.itemsize
                         if n:
-                            event = dev.pool.copy(bufs[(id(node.outputs[j]), id(dev))].view(0, n),
-                                                  bufs[in_keys[i]].view(0, n), [event])
+                            event = dev.pool.copy(bufs[(id(node.outputs[j]), id(dev))].view(0, n, np.uint8),
+                                                  bufs[in_keys[i]].view(0, n, np.uint8), [event])
                     t1 = time.perf_counter()
                     for v in node.outputs:
                         ready[(id(v), id(dev))] = event

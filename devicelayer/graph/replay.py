@@ -69,7 +69,7 @@ class Replay:
         """Free the bound buffers, the recordings and the staging arrays."""
         self.staging.clear()
         for item in self.work:
-            if isinstance(item, Segment) and item.recording is not None:
+            if isinstance(item, Segment) and item.recording is not None and not item.recording.released:
                 item.recording.release()
         for buf in self.io.values():
             if not buf.freed:
@@ -132,7 +132,8 @@ def _record_node(seg: Segment, step: Any, types: Mapping[int, Any], bufs: Mappin
     for i, j in step.copies:
         n = types[id(node.outputs[j])].size * types[id(node.outputs[j])].dtype.itemsize
         if n:
-            rec.copy(out_bufs[j].view(0, n), bufs[in_keys[i]].view(0, n), label=f"node {node.name!r} ({node.op})")
+            rec.copy(out_bufs[j].view(0, n, np.uint8), bufs[in_keys[i]].view(0, n, np.uint8),
+                     label=f"node {node.name!r} ({node.op})")
     seg.nodes.append(node)
     seg.writes.extend((id(v), id(dev)) for v in node.outputs)
 
@@ -169,7 +170,8 @@ def run(replay: Replay, feeds: Mapping[int, Any], types: Mapping[int, Any], to_n
             dst = io[key].view(0, n)
             stage = None if isinstance(x, Tensor) else replay.stage(key, dev, types[id(v)])
             if isinstance(x, Tensor):
-                ready[key] = copy_between(dst, x.buffer.view(0, n), [x.ready] + after(dev))
+                ready[key] = copy_between(dst.view(0, n, np.uint8), x.buffer.view(0, n, np.uint8),
+                                          [x.ready] + after(dev))
             elif stage is not None:  # copied here, on the caller's thread, then one DMA from pinned memory
                 np.copyto(stage, np.asarray(x).reshape(stage.shape), casting="no")
                 ready[key] = dev.pool.upload(dst.view(0, n, stage.dtype), stage.reshape(-1), after(dev))
@@ -179,7 +181,7 @@ def run(replay: Replay, feeds: Mapping[int, Any], types: Mapping[int, Any], to_n
             last[id(dev)] = ready[key]
         else:  # copy between devices
             src_key = (id(v), id(item.source))
-            ready[key] = copy_between(replay.bufs[key].view(0, n), replay.bufs[src_key].view(0, n),
+            ready[key] = copy_between(replay.bufs[key].view(0, n, np.uint8), replay.bufs[src_key].view(0, n, np.uint8),
                                       [e for e in [ready.get(src_key)] if e is not None] + after(dev, item.source))
             last[id(dev)] = last[id(item.source)] = ready[key]
     return _collect(replay, feeds, types, ready, to_numpy, devices)
@@ -216,7 +218,7 @@ def _collect(replay: Replay, feeds: Mapping[int, Any], types: Mapping[int, Any],
             results[name] = out
         else:
             buf = home.pool.allocate(_nbytes(t), t.dtype)
-            ev = home.pool.copy(buf.view(0, n), src.view(0, n), waits) if n else None
+            ev = home.pool.copy(buf.view(0, n, np.uint8), src.view(0, n, np.uint8), waits) if n else None
             results[name] = Tensor(buf, t.shape, t.dtype, ev)
     for e in pending:
         e.wait()

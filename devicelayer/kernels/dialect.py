@@ -90,11 +90,14 @@ class KernelSpec:
         return used
 
     def signature(self) -> str:
-        """The launch signature, as ``Device.compile(signature=...)`` takes it."""
+        """The launch signature, as ``Device.compile(signature=...)`` takes it.
+
+        Buffers are ``void*``: a kernel of the library moves or reads the bits of whatever its op's types say
+        (a copy kernel moves float32 as ``uint``, a bool tensor is read as ``uchar``, a bitcast tensor shares the
+        buffer of another dtype), and the op's own type inference has checked them."""
         parts = []
         for p in self.params:
-            dtype = TYPES[self.resolve(p.type)]
-            parts.append(f"{dtype}{'*' if p.is_buffer else ''} {p.name}")
+            parts.append(f"void* {p.name}" if p.is_buffer else f"{TYPES[self.resolve(p.type)]} {p.name}")
         return ", ".join(parts)
 
 

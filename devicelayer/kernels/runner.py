@@ -280,7 +280,7 @@ def run(name: str, inputs: Sequence[Tensor], out: Sequence[Tensor] | Tensor | No
             nbytes = outs[j].size * outs[j].dtype.itemsize
             dst, src = results[j].buffer, inputs[i].buffer
             if nbytes and not (dst.root is src.root and dst.offset == src.offset):
-                event = device.pool.copy(dst.view(0, nbytes), src.view(0, nbytes),
+                event = device.pool.copy(dst.view(0, nbytes, np.uint8), src.view(0, nbytes, np.uint8),
                                          wait=[event, inputs[i].ready, results[j].ready])
     for j, r in enumerate(results):
         if j not in aliases or out is not None:

@@ -209,8 +209,8 @@ class IOBinding:
                                   f"{dest.shape} {dest.dtype}")
         if result.nbytes:
             dest.buffer.check_alive(f"output {name!r}")
-            event = copy_between(dest.buffer.view(0, dest.nbytes), result.buffer.view(0, result.nbytes),
-                                 [result.ready, dest.ready])
+            event = copy_between(dest.buffer.view(0, dest.nbytes, np.uint8),
+                                 result.buffer.view(0, result.nbytes, np.uint8), [result.ready, dest.ready])
             dest.ready = event
             pending.append(event)
         return binding.value  # the memory written into: the caller's Tensor or DLPack array

@@ -71,6 +71,33 @@ misuses(A, _buffer16, [
      lambda s, buf: s.pool.download(buf, _read_only(np.zeros(4, np.float32)))),
     ("download-non-contiguous", "download into a strided array", InvalidArgument, "C-contiguous",
      lambda s, buf: s.pool.download(buf, np.zeros(8, np.float32)[::2])),
+    ("download-dtype-mismatch", "download a float32 buffer into int32 data", InvalidArgument,
+     "buffer holds float32, array is int32", lambda s, buf: s.pool.download(buf, np.zeros(4, np.int32))),
+    ("copy-dtype-mismatch", "copy a float32 buffer into an int32 buffer", InvalidArgument,
+     "destination holds int32, source holds float32", lambda s, buf: s.pool.copy(s.buffer(16, np.int32), buf)),
+    ("record-copy-dtype-mismatch", "record a copy of a float32 buffer into an int32 buffer", InvalidArgument,
+     "destination holds int32, source holds float32",
+     lambda s, buf: s.device.record().copy(s.buffer(16, np.int32), buf)),
+])
+
+
+def _allocate_until_refused(s) -> None:
+    """Allocate buffers of a quarter of the device's memory (at most its largest allocation) until the pool
+    refuses one; never written, and all freed on the way out.  Drivers that allocate lazily accepted any number."""
+    pool = s.pool
+    size = min(s.device.info.max_allocation, pool.total_bytes // 4 + 4096)
+    held = []
+    try:
+        for _ in range(pool.total_bytes // size + 2):
+            held.append(pool.allocate(size))
+    finally:
+        for buf in held:
+            pool.free(buf)
+
+
+misuses(A, None, [
+    ("pool-allocate-beyond-device-memory", "allocate untouched buffers until they exceed the device's memory",
+     OutOfMemory, "cannot allocate", lambda s, _: _allocate_until_refused(s)),
 ])
 
 

@@ -72,6 +72,7 @@ class _Launch:
 
     def __init__(self, s) -> None:
         self.prog = s.program(SCALE_ADD, "scale_add")
+        self.increment = s.program()
         self.y, self.x = s.buffer(64, np.float32), s.buffer(64, np.float32)
         self.freed = s.freed(64, np.float32)
         self.launch = s.device.launch
@@ -121,7 +122,31 @@ misuses(L, _Launch, [
      "differ in dimensions", lambda s, k: k.launch(k.prog, k.args(), (8, 8), 4)),
     ("launch-wait-not-events", "launch after wait=['x']", InvalidArgument, "not an Event",
      lambda s, k: k.launch(k.prog, k.args(), 16, wait=["x"])),
+    ("launch-global-size-bool", "launch over True work items", InvalidArgument, "positive int",
+     lambda s, k: k.launch(k.prog, k.args(), True)),
+    ("launch-local-size-negative", "launch in groups of -4", InvalidArgument, "must be positive",
+     lambda s, k: k.launch(k.prog, k.args(), 16, -4)),
+    ("launch-global-size-beyond-int-index", "launch over 2**32 + 16 work items", InvalidArgument,
+     "32-bit ints", lambda s, k: k.launch(k.prog, k.args(), (1 << 32) + 16)),
+    ("launch-global-size-beyond-device", "launch over (2**31 - 1)**3 work items", InvalidArgument,
+     "can index", lambda s, k: k.launch(k.prog, k.args(), (2**31 - 1,) * 3)),
+    ("record-global-size-beyond-int-index", "record a launch over 2**32 + 16 work items", InvalidArgument,
+     "32-bit ints", lambda s, k: s.device.record().launch(k.prog, k.args(), (1 << 32) + 16)),
+    ("launch-float-buffer-for-int-pointer", "pass a float32 buffer where an int pointer goes", InvalidArgument,
+     "holds float32", lambda s, k: k.launch(k.increment, [k.x, 16], 16)),
+    ("record-float-buffer-for-int-pointer", "record a float32 buffer where an int pointer goes", InvalidArgument,
+     "holds float32", lambda s, k: s.device.record().launch(k.increment, [k.x, 16], 16)),
 ])
+
+
+@misuse("launch-too-many-work-groups", L, "launch one work-group more than the device allows in dimension 1",
+        InvalidArgument, "work-groups, more than the device's")
+def _(s):
+    groups = s.device.info.max_work_groups[1] + 1
+    if groups > 2**31 - 1:
+        pytest.skip("the device's work-group count reaches past what a launch may index")
+    prog, buf = s.program(), s.buffer(64, np.int32)
+    return lambda: s.device.launch(prog, [buf, 16], (1, groups), (1, 1))
 
 
 def _recorded(s, k, finish: bool = True, release: bool = False, buffer=None):
@@ -157,6 +182,12 @@ misuses(L, _Launch, [
      lambda s, k: _recorded_then_freed(s, k).replay()),
     ("replay-wait-not-events", "replay after wait=[42]", InvalidArgument, "not an Event",
      lambda s, k: _recorded(s, k).replay(wait=[42])),
+    ("recording-release-twice", "release a recording twice", InvalidArgument, "already released",
+     lambda s, k: _recorded(s, k, release=True).release()),
+    ("record-after-release", "record a launch into a released recording", InvalidArgument, "after release()",
+     lambda s, k: _recorded(s, k, finish=False, release=True).launch(k.prog, k.args(), 16)),
+    ("finish-after-release", "finish a released recording", InvalidArgument, "after release()",
+     lambda s, k: _recorded(s, k, finish=False, release=True).finish()),
 ])
 
 

@@ -81,6 +81,13 @@ def _(s):
     return lambda: copy_between(dst, src)
 
 
+@misuse("copy-between-dtype-mismatch", A, "copy_between a float32 buffer and an int32 buffer of another device",
+        InvalidArgument, "destination holds int32, source holds float32")
+def _(s):
+    src, dst = s.buffer(64, np.float32), s.buffer(64, np.int32, device=s.other())
+    return lambda: copy_between(dst, src)
+
+
 @misuse("copy-between-freed-destination", A, "copy_between into a freed buffer", InvalidArgument, "use after free")
 def _(s):
     src, dst = s.buffer(64, device=s.other()), s.freed(64)
