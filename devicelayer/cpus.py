@@ -1,7 +1,7 @@
 """The CPUs this process may use, and a way for a thread devicelayer starts to take all of them.
 
 A thread inherits its creator's CPU set. The host worker is bound to one CPU
-once it starts a bound OpenMP team (backends/host_omp.py), so a helper started
+once it starts a bound OpenMP team (backends/host/omp.py), so a helper started
 from it would be confined there.
 """
 

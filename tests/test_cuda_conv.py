@@ -26,7 +26,7 @@ TOL = {"float32": 2e-5, "float16": 1e-2}
 def _conv_module():
     """cuda_conv and cuda_dnn as the CUDA backend in use imported them (its package may be an alias)."""
     package = type(CUDA[0]).__module__.rpartition(".")[0]
-    return importlib.import_module(f"{package}.cuda_conv"), importlib.import_module(f"{package}.cuda_dnn")
+    return importlib.import_module(f"{package}.conv"), importlib.import_module(f"{package}.dnn")
 
 
 @pytest.fixture(params=["dnn", "im2col"])

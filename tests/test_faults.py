@@ -300,15 +300,15 @@ def test_work_gated_on_an_event_never_completed_times_out_then_the_device_works(
 
 
 # -- 4. disk caches: corrupted, and written by several processes at once -------------------------------------------
-# Vulkan keeps two: SPIR-V compiled from GLSL (backends/vulkan_spirv.py) and the driver's VkPipelineCache
-# (backends/vulkan.py), both under DEVICELAYER_CACHE.  The OpenCL backend keeps none: every process builds from
+# Vulkan keeps two: SPIR-V compiled from GLSL (backends/vulkan/spirv.py) and the driver's VkPipelineCache
+# (backends/vulkan/backend.py), both under DEVICELAYER_CACHE.  The OpenCL backend keeps none: every process builds from
 # source (the driver may keep its own, e.g. PoCL's kcache).  CUDA uses CuPy's cache ($CUPY_CACHE_DIR).
 GLSL_KERNELS = [INCREMENT["glsl"], INCREMENT["glsl"].replace("v[i] += 1", "v[i] += 2"),
                 INCREMENT["glsl"].replace("v[i] += 1", "v[i] *= 3")]
 
 
 def _spirv():
-    from devicelayer.backends import vulkan_spirv
+    from devicelayer.backends.vulkan import spirv as vulkan_spirv
 
     if not vulkan_spirv.compiler_version():
         pytest.skip("no GLSL compiler (libshaderc or glslc)")
@@ -385,7 +385,7 @@ def test_vulkan_compiles_through_a_corrupted_spirv_cache(vulkan_device, tmp_path
 
 def _private_vulkan(dev, folder: Path):
     """A second VulkanDevice on the same physical device, with its pipeline cache file in ``folder``."""
-    from devicelayer.backends.vulkan import VulkanDevice
+    from devicelayer.backends.vulkan.backend import VulkanDevice
 
     return VulkanDevice(dev.phys, dev.instance, pipeline_cache_dir=folder)
 
@@ -430,7 +430,7 @@ def test_pipeline_cache_with_a_damaged_body_is_not_given_to_the_driver(vulkan_de
 def _spirv_worker(cache: str, seconds: float) -> set[str]:
     """Compile the GLSL kernels over and over for ``seconds`` (another process); the SPIR-V digests seen."""
     os.environ["DEVICELAYER_CACHE"] = cache
-    from devicelayer.backends import vulkan_spirv
+    from devicelayer.backends.vulkan import spirv as vulkan_spirv
 
     seen, end = set(), time.monotonic() + seconds
     while time.monotonic() < end:

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import devicelayer as dl
-from backends.host_blas import _cpu_flags, _loaded_openblas, blas_extras
+from backends.host.blas import _cpu_flags, _loaded_openblas, blas_extras
 
 OPENBLAS = bool(_loaded_openblas()) or bool(blas_extras())
 AVX512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= _cpu_flags()

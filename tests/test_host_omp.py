@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from devicelayer.backends import host_dnnl, host_omp
+from devicelayer.backends.host import dnnl as host_dnnl, omp as host_omp
 
 CPUS = sorted(os.sched_getaffinity(0))
 needs_onednn = pytest.mark.skipif(host_dnnl.library() is None, reason="oneDNN is not installed")
@@ -24,7 +24,7 @@ import json, os, sys, threading, numpy as np
 if sys.argv[1] == 'preload':
     import ctypes; ctypes.CDLL('libgomp.so.1')
 import devicelayer as dl
-from devicelayer.backends import host_dnnl, host_omp
+from devicelayer.backends.host import dnnl as host_dnnl, omp as host_omp
 from devicelayer.events import dispatcher
 from devicelayer.kernels.op import parallel
 h = dl.device('host')

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import devicelayer as dl
-from devicelayer.backends import host_dnnl
+from devicelayer.backends.host import dnnl as host_dnnl
 from devicelayer.kernels.op import TensorType, get
 from devicelayer.ops import names  # noqa: F401  (registers the op library)
 

@@ -53,7 +53,7 @@ def roundtrip(dev, data):
 
 def private_device(dev, **kw):
     """A second VulkanDevice on the same physical device (closed by the test), e.g. forced into staging mode."""
-    from devicelayer.backends.vulkan import VulkanDevice
+    from devicelayer.backends.vulkan.backend import VulkanDevice
     return VulkanDevice(dev.phys, dev.instance, **kw)
 
 
@@ -115,7 +115,7 @@ void main() {{ v[0] = p.m0 + p.m{limit // 4}; }}
 
 
 def test_spirv_bytes_are_accepted(vdev):
-    from devicelayer.backends.vulkan_spirv import compile_glsl
+    from devicelayer.backends.vulkan.spirv import compile_glsl
     spirv = compile_glsl(INCREMENT["glsl"])
     assert spirv[:4] == b"\x03\x02\x23\x07"
     prog = vdev.compile(spirv, "increment")
@@ -240,7 +240,7 @@ def test_descriptor_sets_and_command_buffers_are_reused(vdev):
 
 def test_staging_path(vdev, rng, monkeypatch):
     """A device whose buffers are not host-visible: chunked copies through the staging block."""
-    from devicelayer.backends import vulkan as vkb
+    from devicelayer.backends.vulkan import backend as vkb
     monkeypatch.setattr(vkb, "STAGING_CHUNK", 4096)
     dev = private_device(vdev, force_staging=True)
     try:

@@ -14,7 +14,7 @@ import ctypes
 import numpy as np
 import vulkan as vk
 
-from devicelayer.backends.vulkan_spirv import compile_glsl, is_spirv
+from devicelayer.backends.vulkan.spirv import compile_glsl, is_spirv
 
 NAME = "raw vulkan (cffi)"
 ffi, lib = vk.ffi, vk.lib

@@ -69,7 +69,7 @@ from devicelayer.memory import Buffer, MemoryPool
 from devicelayer.registry import Backend
 from devicelayer.signature import Signature, c_signature
 
-from . import cuda_blas, cuda_dnn
+from . import blas as cuda_blas, dnn as cuda_dnn
 
 try:
     import cupy
@@ -578,7 +578,7 @@ class CudaDevice(Device):
         if name in ("matmul", "gemm"):
             return _VendorGemm(self, name, "cuBLAS")
         if name == "conv":
-            from . import cuda_conv  # (it builds on this module's vendor-op base)
+            from . import conv as cuda_conv  # (it builds on this module's vendor-op base)
 
             if cuda_dnn.library() is not None:
                 return cuda_conv.DnnConv(self, name, "cuDNN or im2col + cuBLAS, the faster")

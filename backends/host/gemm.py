@@ -14,8 +14,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import host_dnnl
-from .host import HostVendor
+from . import dnnl as host_dnnl
+from .backend import HostVendor
 
 
 class OnednnGemm(HostVendor):

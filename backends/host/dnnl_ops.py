@@ -16,10 +16,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import host_dnnl
-from .host_dnnl_layers import (POOL_AVG_EXCLUDE_PAD, POOL_AVG_INCLUDE_PAD, POOL_MAX, ConcatLayer, NormLayer,
+from . import dnnl as host_dnnl
+from .dnnl_layers import (POOL_AVG_EXCLUDE_PAD, POOL_AVG_INCLUDE_PAD, POOL_MAX, ConcatLayer, NormLayer,
                                PoolLayer, ShuffleLayer)
-from .host_dnnl_op import Binding, OnednnOp
+from .dnnl_op import Binding, OnednnOp
 
 
 def _planar(ins: Any, outs: Any) -> bool:

@@ -18,8 +18,8 @@ from typing import Any
 import cupy
 import numpy as np
 
-from . import cuda_blas, cuda_dnn
-from .cuda import _address, _cupy_at as _at, _Vendor
+from . import blas as cuda_blas, dnn as cuda_dnn
+from .backend import _address, _cupy_at as _at, _Vendor
 
 _COL_BYTES = 256 << 20  # the most im2col scratch one convolution takes at once
 _TIMED = 5  # timed calls per contestant when tuning (after one warm-up call)

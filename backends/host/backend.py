@@ -22,8 +22,8 @@ from devicelayer.memory import Buffer, MemoryPool
 from devicelayer.registry import Backend
 from devicelayer.signature import Arg, Signature, parse_arg
 
-from . import host_dnnl, host_omp
-from .host_blas import blas_extras
+from . import dnnl as host_dnnl, omp as host_omp
+from .blas import blas_extras
 
 ALIGN = 64
 
@@ -242,7 +242,7 @@ class HostDevice(Device):
         matrix products where it is installed; NumPy for the rest."""
         if host_dnnl.library() is None:
             return None
-        from . import host_conv, host_dnnl_ops, host_gemm  # (they build on this module's HostVendor)
+        from . import conv as host_conv, dnnl_ops as host_dnnl_ops, gemm as host_gemm  # (they build on this module's HostVendor)
 
         kinds = {"conv": host_conv.OnednnConv, "gemm": host_gemm.OnednnGemm, "matmul": host_gemm.OnednnGemm,
                  "max_pool": host_dnnl_ops.OnednnPool, "average_pool": host_dnnl_ops.OnednnPool,

@@ -48,8 +48,8 @@ except Exception as exc:  # the package missing, or cffi broken
     raise BackendUnavailable(f"the 'vulkan' package is unavailable ({type(exc).__name__}: {exc}); "
                              "pip install 'devicelayer[vulkan]'") from exc
 
-from .vulkan_memory import Allocation, Block, Heap
-from .vulkan_spirv import cache_dir, compile_glsl, declared_kernels, is_spirv, reflect_spirv
+from .memory import Allocation, Block, Heap
+from .spirv import cache_dir, compile_glsl, declared_kernels, is_spirv, reflect_spirv
 
 log = logging.getLogger("devicelayer.vulkan")
 ffi, lib = vk.ffi, vk.lib

@@ -15,8 +15,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import host_dnnl
-from .host import HostVendor
+from . import dnnl as host_dnnl
+from .backend import HostVendor
 
 _LAYERS_KEPT = 1024  # layers kept at once per device
 

@@ -19,8 +19,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from . import host_dnnl
-from .host_dnnl_op import Binding, OnednnOp
+from . import dnnl as host_dnnl
+from .dnnl_op import Binding, OnednnOp
 
 
 class OnednnConv(OnednnOp):

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import host_omp
+from . import omp as host_omp
 
 # enum values of oneDNN 3.x (dnnl_types.h)
 _F32 = 3
