@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ from devicelayer.errors import BackendUnavailable, CompileError, DLPackError, In
 from devicelayer.events import Event
 from devicelayer.info import DeviceInfo
 from devicelayer.memory import Buffer, MemoryPool
+from devicelayer.probe import environment, folder_files, library_stamp, stamp
 from devicelayer.registry import Backend
 from devicelayer.signature import Arg, Signature, dtype_of
 
@@ -310,11 +312,47 @@ def _info(index: int, dev: "cl.Device", platform: "cl.Platform") -> DeviceInfo:
     )
 
 
+#: where ICD loaders (ocl-icd, Khronos') find their vendor files, and the settings that change what they load
+_VENDOR_FOLDERS = ("/etc/OpenCL/vendors",)
+_LOADER_SETTINGS = ("OCL_ICD_VENDORS", "OPENCL_VENDOR_PATH", "OCL_ICD_FILENAMES", "OCL_ICD_PLATFORM_SORT",
+                    "OCL_ICD_DEFAULT_PLATFORM", "LD_LIBRARY_PATH")
+
+
+def _icd_library(icd: Path) -> str:
+    """The library an ``.icd`` file names (its first line), as text whatever bytes it holds."""
+    try:
+        text = icd.read_bytes()[:4096].decode("utf-8", "replace").replace("\0", "")
+    except OSError:
+        return ""
+    lines = text.strip().splitlines()
+    return lines[0].strip() if lines else ""
+
+
 class OpenCLBackend(Backend):
     """Every device of every OpenCL platform; ids are stable (platforms ordered by name)."""
 
     name = "opencl"
     priority = 20
+
+    @classmethod
+    def driver_fingerprint(cls) -> list[str]:
+        """The ICD loader (PyOpenCL's), every vendor ``.icd`` file it may read and the library each names."""
+        found = [stamp(cl._cl.__file__), *environment(_LOADER_SETTINGS, ("POCL_",))]
+        folders = list(_VENDOR_FOLDERS)
+        for setting in ("OCL_ICD_VENDORS", "OPENCL_VENDOR_PATH"):
+            value = os.environ.get(setting, "")
+            folders += [v for v in value.split(os.pathsep) if v]
+        for entry in folders:
+            found.append(stamp(entry))  # (a folder's time changes as files come and go)
+            for icd in folder_files(entry, ".icd") if os.path.isdir(entry) else [Path(entry)]:
+                found.append(stamp(icd))
+                library = _icd_library(icd)
+                if library:
+                    found.append(library_stamp(library))
+        for library in os.environ.get("OCL_ICD_FILENAMES", "").split(os.pathsep):
+            if library:
+                found.append(library_stamp(library))
+        return found
 
     def __init__(self) -> None:
         try:

@@ -48,6 +48,8 @@ class Recording:
         return len(self.items)
 
     def _open(self, what: str) -> None:
+        if self.device._forked:
+            self.device._check_open()
         if self.finished:
             raise InvalidArgument(f"recording on {self.device.id}: {what} after finish()")
 
@@ -104,6 +106,8 @@ class Recording:
 
     def release(self) -> None:
         """Drop the native form (after the replays already submitted finish)."""
+        if self.device._forked:
+            self.device._check_open()
         if not self.released and self.finished:
             self.released = True
             self.device._release_recording(self.native)
