@@ -176,6 +176,10 @@ class Event:
         """Call ``fn(event)`` once the event completes (at once if it already has), from any thread."""
         if not callable(fn):
             raise InvalidArgument(f"add_done_callback: expected a callable, got {type(fn).__name__}")
+        if not self._done:
+            forked = forked_error(self)
+            if forked is not None:  # (it would never complete here)
+                raise forked
         with _state_lock:
             if not self._done:
                 if self._callbacks is None:
@@ -287,6 +291,10 @@ def check_events(wait: Iterable[Any] | None, where: str) -> tuple[Event, ...]:
     for e in events:
         if not isinstance(e, Event):
             raise InvalidArgument(f"{where}: wait= holds {type(e).__name__}, not an Event")
+        if not e._done and e.device is not None:
+            forked = forked_error(e)
+            if forked is not None:  # (it would never complete here)
+                raise forked
     return events
 
 

@@ -36,6 +36,7 @@ PROBE_TIMEOUT = 120.0
 _DONE = "devicelayer-probe: listed"
 _FORMAT = 1  # of the cache files; part of their key
 _OFF = ("0", "off", "no", "false")
+_EXTERNAL = {getattr(signal, n) for n in ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, n)}
 
 
 def cache_dir() -> Path:
@@ -145,9 +146,8 @@ def _timeout() -> float:
 
 
 def _start(target: str) -> subprocess.Popen:
-    here = str(Path(__file__).resolve().parent.parent)  # this devicelayer, whatever the child's path says
-    env = dict(os.environ, DEVICELAYER_PROBE="0",
-               PYTHONPATH=os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH", "")) if p))
+    # the child imports what this process imports (this devicelayer, these driver bindings), in the same order
+    env = dict(os.environ, DEVICELAYER_PROBE="0", PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     return subprocess.Popen([sys.executable, "-c", "import sys; from devicelayer.probe import main; main(sys.argv[1])",
                              target], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, errors="replace")
@@ -172,8 +172,9 @@ def _verdict(proc: subprocess.Popen, deadline: float) -> tuple[str, bool]:
             sig = signal.Signals(-code)
             what = f"{sig.name}, {signal.strsignal(sig) or sig.name}"
         except ValueError:
-            what = f"signal {-code}"
-        return f"its driver crashed a probe process ({what}) while it listed devices{detail}", True
+            sig, what = None, f"signal {-code}"
+        # a signal sent from outside (the OOM killer's, a user's) says nothing lasting about the driver
+        return f"its driver crashed a probe process ({what}) while it listed devices{detail}", sig not in _EXTERNAL
     return f"its driver ended a probe process with exit status {code} while it listed devices{detail}", True
 
 

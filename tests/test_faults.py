@@ -517,6 +517,12 @@ def test_corrupted_cuda_kernel_cache_is_rebuilt(tmp_path, kind):
 
 
 # -- 5. the process: a fork, the interpreter's exit, a driver that crashes -----------------------------------------
+def _new_host_upload(wait) -> dl.Event:
+    """An upload to the host device of this process (a new one in a forked child) after ``wait``."""
+    host = dl.device("host")
+    return host.pool.upload(host.pool.allocate(16), np.zeros(16, np.uint8), wait=wait)
+
+
 def _calls_on_a_device_of_the_parent(device):
     """name -> a call on ``device`` or on what was made of it, each set up now (before the fork); and a function
     that releases what they use."""
@@ -548,6 +554,9 @@ def _calls_on_a_device_of_the_parent(device):
         "plan": lambda: plan(x=np.ones(8, np.float32)),
         "wait on pending work": lambda: pending.wait(30),
         "done of pending work": lambda: pending.done,
+        "callback on pending work": lambda: pending.add_done_callback(print),
+        "when_all of pending work": lambda: dl.when_all([pending]),
+        "pending work as wait= of a new device": lambda: _new_host_upload(wait=[pending]),
     }
 
     def release() -> None:

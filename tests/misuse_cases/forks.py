@@ -64,6 +64,18 @@ def _(s):
     return in_child(lambda: pending.wait(30))
 
 
+@misuse("forked-event-as-wait", "events",
+        "pass, in a forked child, unfinished work the parent submitted as wait= of a new device's upload",
+        BackendUnavailable, FORKED)
+def _(s):
+    pending = s.pool.upload(s.buffer(16), np.zeros(16, np.uint8), wait=[s.gate()])
+
+    def call() -> None:
+        host = dl.device("host")  # this child's own host device
+        host.pool.upload(host.pool.allocate(16), np.zeros(16, np.uint8), wait=[pending])
+    return in_child(call)
+
+
 @misuse("forked-plan-run", "plan", "run, in a forked child, a plan the parent compiled", BackendUnavailable, FORKED)
 def _(s):
     g = dl.Graph()
