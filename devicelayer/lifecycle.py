@@ -65,6 +65,7 @@ def _at_exit() -> None:
     """Keep the objects of devices with work still running (or of the parent, in a forked child) past finalization."""
     stuck = [d for d in list(_devices) if d._forked or d._has_pending_work()]
     if stuck:
+        keep_forever(stuck)
         keep_forever(_objects_of(stuck))
 
 
@@ -78,11 +79,14 @@ def _objects_of(devices: list[Any]) -> list[Any]:
     ids = {id(d) for d in devices}
     found: list[Any] = []
     for obj in gc.get_objects():
-        if isinstance(obj, (Event, Program, Recording)):
-            owner = obj.device
-        elif isinstance(obj, Buffer):
-            owner = obj.pool.device
-        else:
+        try:
+            if isinstance(obj, (Event, Program, Recording)):
+                owner = obj.device
+            elif isinstance(obj, Buffer):
+                owner = obj.pool.device
+            else:
+                continue
+        except Exception:  # noqa: BLE001 - (a proxy of something gone, say): not a device's object
             continue
         if id(owner) in ids:
             found.append(obj)

@@ -172,8 +172,8 @@ def _probe_requests(classes: dict[str, type[Backend]], candidates: dict[str, str
             continue
         try:
             fingerprint = cls.driver_fingerprint() if isinstance(cls, type) and issubclass(cls, Backend) else None
-        except Exception as exc:  # noqa: BLE001 - a fingerprint that cannot be made: probe every time
-            fingerprint = [f"fingerprint failed: {type(exc).__name__}: {exc}", f"pid {os.getpid()}"]
+        except Exception as exc:  # noqa: BLE001 - a fingerprint that cannot be made: probed, keyed by the error
+            fingerprint = [f"fingerprint failed: {type(exc).__name__}: {exc}"]
         if fingerprint is not None:
             requests[name] = (candidates[name], list(fingerprint))
     return requests
