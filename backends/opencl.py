@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import os
 import threading
 from pathlib import Path
@@ -89,6 +90,8 @@ class OpenCLPool(MemoryPool):
             if _is_oom(exc):
                 raise OutOfMemory(f"{label} on {dev.id}: {exc}") from exc
             raise LaunchError(f"{label} on {dev.id}: {exc}") from exc
+        if isinstance(native, cl.NannyEvent):
+            dev._hold_until_done(native)
         return OpenCLEvent(f"{label} on {dev.id}", dev, native)
 
     def _upload(self, buffer: Buffer, data: np.ndarray, waits: list[Event]) -> Event:
@@ -173,11 +176,24 @@ class OpenCLDevice(Device):
         self.queue = cl.CommandQueue(self.context, cl_device, properties=props)
         self.pool = OpenCLPool(self)
         self._sub_lock = threading.Lock()
+        # PyOpenCL's event of a transfer to or from host memory waits for the transfer when it is released: the
+        # device holds each until it is done, so that dropping an event of work the program gave up on (behind
+        # a kernel that never ends) does not block the thread that drops it
+        self._transfers: collections.deque[cl.NannyEvent] = collections.deque()
+        self._transfers_lock = threading.Lock()
         self._rounded_division = bool(int(self.cl_device.single_fp_config)
                                       & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT)
 
     def _is_native(self, event: Event) -> bool:
         return type(event) is OpenCLEvent and event.device is self
+
+    def _hold_until_done(self, native: "cl.NannyEvent") -> None:
+        """Hold a transfer's event until it completes (the in-order queue completes them in turn)."""
+        with self._transfers_lock:
+            held = self._transfers
+            while held and held[0].command_execution_status <= _COMPLETE:
+                held.popleft()
+            held.append(native)
 
     def _build(self, source: Any, entry: str, options: tuple[str, ...]) -> tuple[Any, Signature | None]:
         if not isinstance(source, str):
@@ -267,6 +283,7 @@ class OpenCLDevice(Device):
     def _close(self) -> None:
         self.queue.finish()
         self._programs.clear()
+        self._transfers.clear()
 
 
 def _info(index: int, dev: "cl.Device", platform: "cl.Platform") -> DeviceInfo:

@@ -31,7 +31,7 @@ from typing import Iterable, Mapping, Sequence
 log = logging.getLogger("devicelayer")
 
 #: seconds a probe may take before its driver counts as hanging (``DEVICELAYER_PROBE_TIMEOUT``)
-PROBE_TIMEOUT = 120.0
+PROBE_TIMEOUT = 60.0
 #: what the probe prints once the backend listed its devices (a driver may also end the process itself)
 _DONE = "devicelayer-probe: listed"
 _FORMAT = 1  # of the cache files; part of their key

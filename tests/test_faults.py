@@ -681,7 +681,7 @@ def test_a_child_forked_before_any_backend_started_has_every_device():
 
 
 #: run in a fresh process: a kernel that never ends, work queued behind it on its device and on another one,
-#: the program gives up waiting (EventTimeout) and ends
+#: the program gives up waiting (EventTimeout), drops most of it (a function returns) and ends holding the rest
 GIVE_UP_AND_EXIT = f'''
 import sys
 import numpy as np
@@ -689,41 +689,56 @@ import devicelayer as dl
 sys.path.insert(0, {str(TESTS)!r})
 from kernels import SPIN, SPIN_GRID, source
 
-dev = dl.device(sys.argv[1])
-prog = dev.compile(source(SPIN, dev), "spin")
-flag = dev.pool.allocate(64, np.int32)
-dev.pool.upload(flag, np.zeros(16, np.int32)).wait(60)
-run = dev.launch(prog, [flag, 5], *SPIN_GRID.get(dev.info.kernel_language, ((1,), None)))
-out = np.empty(16, np.int32)
-waiting = [run, dev.pool.download(flag, out)]  # behind the kernel on its device
-others = [d for d in dl.devices() if d is not dev]
-if others:  # behind it on another device (a waiter thread blocks in the driver for it)
-    buf = others[0].pool.allocate(64, np.int32)
-    waiting.append(others[0].pool.upload(buf, np.zeros(16, np.int32), wait=[run]))
-gave_up = 0
-for ev in waiting:
-    try:
-        ev.wait(0.5)
-    except dl.EventTimeout:
-        gave_up += 1
-print("GAVE UP", gave_up, "OF", len(waiting), flush=True)
+
+def give_up(dev):
+    prog = dev.compile(source(SPIN, dev), "spin")
+    flag = dev.pool.allocate(64, np.int32)
+    dev.pool.upload(flag, np.zeros(16, np.int32)).wait(60)
+    run = dev.launch(prog, [flag, 5], *SPIN_GRID.get(dev.info.kernel_language, ((1,), None)))
+    other = dev.pool.allocate(64, np.int32)
+    waiting = [run, dev.pool.upload(other, np.ones(16, np.int32)),  # behind the kernel on its device
+               dev.pool.download(flag, np.empty(16, np.int32))]
+    others = [d for d in dl.devices() if d is not dev] if sys.argv[2] == "registry" else []
+    if others:  # behind it on another device (a waiter thread blocks in the driver for it)
+        buf = others[0].pool.allocate(64, np.int32)
+        waiting.append(others[0].pool.upload(buf, np.zeros(16, np.int32), wait=[run]))
+    gave_up = 0
+    for ev in waiting:
+        try:
+            ev.wait(0.5)
+        except dl.EventTimeout:
+            gave_up += 1
+    print("GAVE UP", gave_up, "OF", len(waiting), flush=True)
+    return waiting[-1]
+
+
+if sys.argv[2] == "registry":
+    device = dl.device(sys.argv[1])
+else:  # a device of the program's own, which nothing of devicelayer's holds (nor a waiter thread)
+    from devicelayer.registry import _instantiate, _registry
+
+    backend = _instantiate(_registry._candidates()[dl.device(sys.argv[1]).info.backend])
+    device = next(d for d in backend.devices() if d.id == sys.argv[1])
+kept = give_up(device)
+print("RETURNED", flush=True)
 '''
 
 
 @pytest.mark.timeout(180)
-def test_process_exits_after_giving_up_on_a_kernel_that_never_ends(device):
-    """The interpreter's exit does not wait for work the program gave up on (no os._exit)."""
+@pytest.mark.parametrize("owner", ["registry", "private"])
+def test_process_exits_after_giving_up_on_a_kernel_that_never_ends(device, owner):
+    """Neither dropping work the program gave up on nor the interpreter's exit waits for it (no os._exit)."""
     if device.info.kernel_language not in SPIN:
         pytest.skip(f"no spinning kernel in {device.info.kernel_language}")
     t0 = time.monotonic()
     try:
-        out = subprocess.run([sys.executable, "-c", GIVE_UP_AND_EXIT, device.id], capture_output=True, text=True,
-                             cwd=ROOT, timeout=60)
+        out = subprocess.run([sys.executable, "-c", GIVE_UP_AND_EXIT, device.id, owner], capture_output=True,
+                             text=True, cwd=ROOT, timeout=60)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"the process did not exit within 60 s; it printed {exc.stdout!r}")
     assert out.returncode == 0, out.stderr[-3000:]
     gave_up = out.stdout.split("GAVE UP ")[-1].split()
-    assert gave_up[0] == gave_up[2] != "0", out.stdout
+    assert gave_up[0] == gave_up[2] != "0" and "RETURNED" in out.stdout, out.stdout
     assert time.monotonic() - t0 < 60
 
 
