@@ -58,6 +58,11 @@ class OpenCLEvent(Event):
             return LaunchError(f"{self.label}: OpenCL reported execution status {status}")
         return None
 
+    def _finish(self, error: BaseException | None = None) -> None:
+        super()._finish(error)
+        if self.device._transfers:  # the transfers done so far hold host arrays no longer
+            self.device._drop_done_transfers()
+
     # No _watch override: completion is learnt by a waiter thread blocking in clWaitForEvents, not through
     # clSetEventCallback, whose driver-thread callbacks crashed NVIDIA's OpenCL under garbage collection.
 
@@ -188,12 +193,25 @@ class OpenCLDevice(Device):
         return type(event) is OpenCLEvent and event.device is self
 
     def _hold_until_done(self, native: "cl.NannyEvent") -> None:
-        """Hold a transfer's event until it completes (the in-order queue completes them in turn)."""
+        """Hold a transfer's event until it completes."""
+        self._drop_done_transfers()
+        with self._transfers_lock:
+            self._transfers.append(native)
+
+    def _drop_done_transfers(self) -> None:
+        """Let go of the transfers' events that completed (the in-order queue completes them in turn)."""
+        done = []
         with self._transfers_lock:
             held = self._transfers
             while held and held[0].command_execution_status <= _COMPLETE:
-                held.popleft()
-            held.append(native)
+                done.append(held.popleft())
+        del done  # (outside the lock: a host array may go with them)
+
+    def _has_pending_work(self) -> bool:
+        if super()._has_pending_work():
+            return True
+        self._drop_done_transfers()
+        return bool(self._transfers)
 
     def _build(self, source: Any, entry: str, options: tuple[str, ...]) -> tuple[Any, Signature | None]:
         if not isinstance(source, str):
@@ -279,6 +297,7 @@ class OpenCLDevice(Device):
 
     def _synchronize(self) -> None:
         self.queue.finish()
+        self._drop_done_transfers()
 
     def _close(self) -> None:
         self.queue.finish()

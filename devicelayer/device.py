@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+import weakref
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -96,7 +97,8 @@ class Device:
         #: (event, op, waits, held): a held op waits for its waits to complete, native ones too
         self._backlog: deque[tuple[DeferredEvent, Op, tuple[Event, ...], bool]] = deque()
         self._closed = False
-        self._tail: Event | None = None  # the latest submission (in-order: it finishes last)
+        #: the latest submission (in-order: it finishes last), weakly: a device holds no finished work
+        self._tail: weakref.ref[Event] | None = None
         lifecycle.track(self)
 
     @property
@@ -369,7 +371,7 @@ class Device:
                         event._keepalive = keepalive
                 else:
                     event = natives
-            self._tail = event
+            self._tail = weakref.ref(event)
         for b in buffers:
             b.root._uses[id(self)] = event
         return event
@@ -513,7 +515,7 @@ class Device:
             return False
         if self._backlog:
             return True
-        tail = self._tail
+        tail = self._tail() if self._tail is not None else None
         try:
             return tail is not None and not tail.done
         except Exception:  # the driver cannot say: count it as running
