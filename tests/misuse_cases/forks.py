@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import numpy as np
+import pytest
 
 import devicelayer as dl
 from devicelayer import BackendUnavailable
@@ -89,8 +90,6 @@ def _(s):
         BackendUnavailable, "with os.fork()")
 def _(s):
     from devicelayer.registry import _registry
-
-    import pytest
 
     if getattr(type(_registry.load()[s.device.info.backend]), "fork_safe", False):
         pytest.skip(f"{s.device.info.backend} starts afresh in a forked child")
