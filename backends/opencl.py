@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import collections
 import os
 import threading
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,6 +16,7 @@ from devicelayer.errors import BackendUnavailable, CompileError, DLPackError, In
 from devicelayer.events import Event
 from devicelayer.info import DeviceInfo
 from devicelayer.memory import Buffer, MemoryPool
+from devicelayer.probe import environment, folder_files, library_stamp, stamp
 from devicelayer.registry import Backend
 from devicelayer.signature import Arg, Signature, dtype_of
 
@@ -55,6 +58,11 @@ class OpenCLEvent(Event):
             return LaunchError(f"{self.label}: OpenCL reported execution status {status}")
         return None
 
+    def _finish(self, error: BaseException | None = None) -> None:
+        super()._finish(error)
+        if self.device._transfers:  # the transfers done so far hold host arrays no longer
+            self.device._drop_done_transfers()
+
     # No _watch override: completion is learnt by a waiter thread blocking in clWaitForEvents, not through
     # clSetEventCallback, whose driver-thread callbacks crashed NVIDIA's OpenCL under garbage collection.
 
@@ -87,6 +95,8 @@ class OpenCLPool(MemoryPool):
             if _is_oom(exc):
                 raise OutOfMemory(f"{label} on {dev.id}: {exc}") from exc
             raise LaunchError(f"{label} on {dev.id}: {exc}") from exc
+        if isinstance(native, cl.NannyEvent):
+            dev._hold_until_done(native)
         return OpenCLEvent(f"{label} on {dev.id}", dev, native)
 
     def _upload(self, buffer: Buffer, data: np.ndarray, waits: list[Event]) -> Event:
@@ -171,11 +181,37 @@ class OpenCLDevice(Device):
         self.queue = cl.CommandQueue(self.context, cl_device, properties=props)
         self.pool = OpenCLPool(self)
         self._sub_lock = threading.Lock()
+        # PyOpenCL's event of a transfer to or from host memory waits for the transfer when it is released: the
+        # device holds each until it is done, so that dropping an event of work the program gave up on (behind
+        # a kernel that never ends) does not block the thread that drops it
+        self._transfers: collections.deque[cl.NannyEvent] = collections.deque()
+        self._transfers_lock = threading.Lock()
         self._rounded_division = bool(int(self.cl_device.single_fp_config)
                                       & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT)
 
     def _is_native(self, event: Event) -> bool:
         return type(event) is OpenCLEvent and event.device is self
+
+    def _hold_until_done(self, native: "cl.NannyEvent") -> None:
+        """Hold a transfer's event until it completes."""
+        self._drop_done_transfers()
+        with self._transfers_lock:
+            self._transfers.append(native)
+
+    def _drop_done_transfers(self) -> None:
+        """Let go of the transfers' events that completed (the in-order queue completes them in turn)."""
+        done = []
+        with self._transfers_lock:
+            held = self._transfers
+            while held and held[0].command_execution_status <= _COMPLETE:
+                done.append(held.popleft())
+        del done  # (outside the lock: a host array may go with them)
+
+    def _has_pending_work(self) -> bool:
+        if super()._has_pending_work():
+            return True
+        self._drop_done_transfers()
+        return bool(self._transfers)
 
     def _build(self, source: Any, entry: str, options: tuple[str, ...]) -> tuple[Any, Signature | None]:
         if not isinstance(source, str):
@@ -261,10 +297,12 @@ class OpenCLDevice(Device):
 
     def _synchronize(self) -> None:
         self.queue.finish()
+        self._drop_done_transfers()
 
     def _close(self) -> None:
         self.queue.finish()
         self._programs.clear()
+        self._transfers.clear()
 
 
 def _info(index: int, dev: "cl.Device", platform: "cl.Platform") -> DeviceInfo:
@@ -316,11 +354,47 @@ def _info(index: int, dev: "cl.Device", platform: "cl.Platform") -> DeviceInfo:
     )
 
 
+#: where ICD loaders (ocl-icd, Khronos') find their vendor files, and the settings that change what they load
+_VENDOR_FOLDERS = ("/etc/OpenCL/vendors",)
+_LOADER_SETTINGS = ("OCL_ICD_VENDORS", "OPENCL_VENDOR_PATH", "OCL_ICD_FILENAMES", "OCL_ICD_PLATFORM_SORT",
+                    "OCL_ICD_DEFAULT_PLATFORM", "LD_LIBRARY_PATH")
+
+
+def _icd_library(icd: Path) -> str:
+    """The library an ``.icd`` file names (its first line), as text whatever bytes it holds."""
+    try:
+        text = icd.read_bytes()[:4096].decode("utf-8", "replace").replace("\0", "")
+    except OSError:
+        return ""
+    lines = text.strip().splitlines()
+    return lines[0].strip() if lines else ""
+
+
 class OpenCLBackend(Backend):
     """Every device of every OpenCL platform; ids are stable (platforms ordered by name)."""
 
     name = "opencl"
     priority = 20
+
+    @classmethod
+    def driver_fingerprint(cls) -> list[str]:
+        """The ICD loader (PyOpenCL's), every vendor ``.icd`` file it may read and the library each names."""
+        found = [stamp(cl._cl.__file__), *environment(_LOADER_SETTINGS, ("POCL_",))]
+        folders = list(_VENDOR_FOLDERS)
+        for setting in ("OCL_ICD_VENDORS", "OPENCL_VENDOR_PATH"):
+            value = os.environ.get(setting, "")
+            folders += [v for v in value.split(os.pathsep) if v]
+        for entry in folders:
+            found.append(stamp(entry))  # (a folder's time changes as files come and go)
+            for icd in folder_files(entry, ".icd") if os.path.isdir(entry) else [Path(entry)]:
+                found.append(stamp(icd))
+                library = _icd_library(icd)
+                if library:
+                    found.append(library_stamp(library))
+        for library in os.environ.get("OCL_ICD_FILENAMES", "").split(os.pathsep):
+            if library:
+                found.append(library_stamp(library))
+        return found
 
     def __init__(self) -> None:
         try:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+import weakref
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 
-from .errors import CompileError, DeviceLayerError, InvalidArgument, LaunchError
+from . import lifecycle
+from .errors import BackendUnavailable, CompileError, DeviceLayerError, InvalidArgument, LaunchError
 from .events import CompletedEvent, DeferredEvent, Event, check_events, dependency_error, dispatcher
 from .info import DeviceInfo
 from .memory import Buffer, MemoryPool
@@ -68,6 +70,13 @@ def _check_plan(signature: Signature | None) -> tuple[tuple[int, Any, int, int],
     return tuple(plan)
 
 
+def refuse_forked(devices: Sequence["Device"]) -> None:
+    """BackendUnavailable where one of ``devices`` was created before this (forked) process began."""
+    for device in devices:
+        if device._forked:
+            device._check_open()
+
+
 class Device:
     """One compute device: ``info``, ``pool``, ``compile``, ``launch``, ``release``, ``synchronize``.
 
@@ -78,6 +87,8 @@ class Device:
     """
 
     pool: MemoryPool
+    #: True in a forked child on the devices the parent created: every call raises BackendUnavailable
+    _forked = False
 
     def __init__(self, info: DeviceInfo) -> None:
         self.info = info
@@ -87,6 +98,9 @@ class Device:
         #: (event, op, waits, held): a held op waits for its waits to complete, native ones too
         self._backlog: deque[tuple[DeferredEvent, Op, tuple[Event, ...], bool]] = deque()
         self._closed = False
+        #: the latest submission (in-order: it finishes last), weakly: a device holds no finished work
+        self._tail: weakref.ref[Event] | None = None
+        lifecycle.track(self)
 
     @property
     def id(self) -> str:
@@ -197,6 +211,8 @@ class Device:
         """Drop a compiled program; launching it afterwards is an error."""
         if not isinstance(program, Program) or program.device is not self:
             raise InvalidArgument(f"release: not a program of {self.id}")
+        if self._forked:
+            self._check_open()
         with self._compile_lock:
             if program.released:
                 raise InvalidArgument(f"release: program {program.entry!r} was already released")
@@ -351,6 +367,7 @@ class Device:
                         event._keepalive = keepalive
                 else:
                     event = natives
+            self._tail = weakref.ref(event)
         for b in buffers:
             b.root._uses[id(self)] = event
         return event
@@ -422,6 +439,8 @@ class Device:
     # -- lifetime --------------------------------------------------------------------
     def synchronize(self) -> None:
         """Block until all work submitted to the device so far has finished."""
+        if self._forked:
+            self._check_open()
         self._wait_backlog(None)
         self._synchronize()
 
@@ -466,7 +485,37 @@ class Device:
 
     def _check_open(self) -> None:
         if self._closed:
+            if self._forked:
+                raise BackendUnavailable(
+                    f"{self.id}: device was created before os.fork(); its threads, driver state and queued work "
+                    f"stay in the parent process, so this child cannot use it (nor its buffers, programs, "
+                    f"recordings, tensors or plans).  Get devices afresh in the child with devicelayer.device() "
+                    f"(where the backend allows it), or start processes that use devices with multiprocessing's "
+                    f"'spawn' or 'forkserver' method")
             raise InvalidArgument(f"{self.id}: device was closed")
+
+    # -- process lifecycle (devicelayer/lifecycle.py) ---------------------------------------------------------
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: refuse every further call; fresh locks (a thread of the parent may have held one)."""
+        self._forked = True
+        self._closed = True
+        self._submit_lock = threading.RLock()
+        self._compile_lock = threading.Lock()
+        pool = getattr(self, "pool", None)
+        if pool is not None:
+            pool._lock = threading.Lock()
+
+    def _has_pending_work(self) -> bool:
+        """True while work submitted to the device has not finished (asked of the driver without blocking)."""
+        if self._closed:
+            return False
+        if self._backlog:
+            return True
+        tail = self._tail() if self._tail is not None else None
+        try:
+            return tail is not None and not tail.done
+        except Exception:  # the driver cannot say: count it as running
+            return True
 
     def __repr__(self) -> str:
         return f"<Device {self.id}: {self.info.name}>"

@@ -9,31 +9,38 @@ that finishes by itself (host tasks, user events, deferred submissions) calls
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Sequence
 
-from . import cpus
-from .errors import EventError, EventTimeout, InvalidArgument
+from . import cpus, lifecycle
+from .errors import BackendUnavailable, EventError, EventTimeout, InvalidArgument
+from .threads import DaemonPool
 
 log = logging.getLogger("devicelayer")
 
-_waiters: ThreadPoolExecutor | None = None
-_waiters_lock = threading.Lock()
+#: threads that block on native events which have no completion callback of their own (daemon threads: the
+#: interpreter's exit does not wait for work the program gave up on)
+_waiters = DaemonPool(16, "devicelayer-waiter", initializer=cpus.use_every_cpu)
 #: guards the completion state of every event (critical sections are a few assignments)
 _state_lock = threading.Lock()
 
 
-def _waiter_pool() -> ThreadPoolExecutor:
-    """Threads that block on native events which have no completion callback of their own."""
-    global _waiters
-    with _waiters_lock:
-        if _waiters is None:
-            _waiters = ThreadPoolExecutor(max_workers=16, thread_name_prefix="devicelayer-waiter",
-                                          initializer=cpus.use_every_cpu)
-        return _waiters
+def _reinit_after_fork() -> None:
+    """In a forked child: a fresh state lock (a thread of the parent may have held it at the fork)."""
+    global _state_lock
+    _state_lock = threading.Lock()
+
+
+def forked_error(event: "Event") -> BackendUnavailable | None:
+    """The error for waiting, in a forked child, on work the parent submitted to a device; None otherwise."""
+    device = event.device
+    if device is None or not getattr(device, "_forked", False):
+        return None
+    return BackendUnavailable(f"{event.label}: {device.id} was created before os.fork(); the work was submitted "
+                              f"in the parent process and cannot complete in this child")
 
 
 class Event:
@@ -98,7 +105,7 @@ class Event:
         producer (user events, host tasks, deferred submissions) need none.
         """
         if type(self)._block is not Event._block:
-            _waiter_pool().submit(self._wait_and_finish)
+            _waiters.submit(self._wait_and_finish)
 
     def _wait_and_finish(self) -> None:
         try:
@@ -130,8 +137,12 @@ class Event:
     @property
     def done(self) -> bool:
         """True once the work has finished, successfully or not."""
-        if not self._done and self._poll():
-            self._finish(self._native_error())
+        if not self._done:
+            forked = forked_error(self)
+            if forked is not None:
+                raise forked
+            if self._poll():
+                self._finish(self._native_error())
         return self._done
 
     @property
@@ -146,7 +157,7 @@ class Event:
             raise InvalidArgument(f"timeout must be a number of seconds >= 0, or None; got {timeout!r}")
         if timeout is not None and timeout > threading.TIMEOUT_MAX:  # (inf, 1e300): as long as it takes
             timeout = None
-        if not self.done:
+        if not self.done:  # (in a forked child, work of the parent's devices raises BackendUnavailable here)
             try:
                 finished = self._block(timeout)
             except (EventError, KeyboardInterrupt, SystemExit):
@@ -165,6 +176,10 @@ class Event:
         """Call ``fn(event)`` once the event completes (at once if it already has), from any thread."""
         if not callable(fn):
             raise InvalidArgument(f"add_done_callback: expected a callable, got {type(fn).__name__}")
+        if not self._done:
+            forked = forked_error(self)
+            if forked is not None:  # (it would never complete here)
+                raise forked
         with _state_lock:
             if not self._done:
                 if self._callbacks is None:
@@ -276,6 +291,10 @@ def check_events(wait: Iterable[Any] | None, where: str) -> tuple[Event, ...]:
     for e in events:
         if not isinstance(e, Event):
             raise InvalidArgument(f"{where}: wait= holds {type(e).__name__}, not an Event")
+        if not e._done and e.device is not None:
+            forked = forked_error(e)
+            if forked is not None:  # (it would never complete here)
+                raise forked
     return events
 
 
@@ -308,6 +327,13 @@ class Dispatcher:
     """One thread that runs deferred submissions, off driver callback threads and the caller's thread."""
 
     def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        """Forget the thread and queued work (in a forked child, both were the parent's: the work is kept, never
+        run nor released here)."""
+        if hasattr(self, "_queue"):
+            lifecycle.keep_forever(self._queue)
         self._queue: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -324,12 +350,18 @@ class Dispatcher:
 
     def _loop(self) -> None:
         cpus.use_every_cpu()
+        work = self._queue
         while True:
-            fn = self._queue.get()
+            fn = work.get()
             try:
                 fn()
             except Exception:
                 log.exception("devicelayer: deferred submission raised")
+            fn = None
 
 
 dispatcher = Dispatcher()
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_after_fork)
+    os.register_at_fork(after_in_child=dispatcher._reset)

@@ -110,9 +110,12 @@ class Buffer:
         return Buffer(self.pool, self.handle, nbytes, offset=self.offset + offset, base=self.root, dtype=dt)
 
     def check_alive(self, where: str) -> None:
-        """Raise InvalidArgument when the buffer was freed."""
+        """Raise InvalidArgument when the buffer was freed (BackendUnavailable in a child forked since it was made)."""
         if self.root._freed:
             raise InvalidArgument(f"{where}: buffer was freed (use after free)")
+        device = self.pool.device
+        if device._forked:
+            device._check_open()
 
     def _track(self, event: Event) -> None:
         """Record work on this buffer, so freeing waits for it.
@@ -233,6 +236,8 @@ class MemoryPool:
         """A host array that transfers to and from this device fastest (pinned where the backend can);
         OutOfMemory where the host cannot hold it."""
         shape, dt = check_shape(shape, "host_array"), device_dtype(dtype, "host_array")
+        if self.device._forked:
+            self.device._check_open()
         try:
             return self._host_array(shape, dt)
         except MemoryError:

@@ -11,13 +11,14 @@ is safe in a finalizer) and the ``devicelayer-reclaim`` thread runs it.
 from __future__ import annotations
 
 import logging
+import os
 import queue
 import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
 
-from . import cpus
+from . import cpus, lifecycle
 
 log = logging.getLogger("devicelayer")
 
@@ -60,10 +61,26 @@ def _start() -> None:
 
 def _loop() -> None:
     cpus.use_every_cpu()
+    work = _work
     while True:
-        fn, args = _work.get()
+        fn, args = work.get()
         try:
             fn(*args)
         except Exception:  # one failed cleanup must not stop the others
             log.exception("devicelayer: cleanup of a dropped object raised")
         del fn, args
+
+
+def _reinit_after_fork() -> None:
+    """In a forked child: no reclaim thread yet, and a new queue.  Cleanup the parent queued (and objects of the
+    parent dropped here, whose finalizers put into the old queue) is never run: it would release the parent's
+    native objects from a process their driver does not know."""
+    global _work, _thread, _start_lock
+    lifecycle.keep_forever(_work)
+    _work = queue.SimpleQueue()
+    _thread = None
+    _start_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_after_fork)

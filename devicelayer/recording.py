@@ -48,6 +48,8 @@ class Recording:
         return len(self.items)
 
     def _open(self, what: str) -> None:
+        if self.device._forked:
+            self.device._check_open()
         if self.released:
             raise InvalidArgument(f"recording on {self.device.id}: {what} after release()")
         if self.finished:
@@ -109,6 +111,8 @@ class Recording:
 
         Releasing it again raises InvalidArgument, as ``Device.release`` of a program does.
         """
+        if self.device._forked:
+            self.device._check_open()
         if self.released:
             raise InvalidArgument(f"recording on {self.device.id}: release() again (it was already released)")
         self.released = True

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import ClassVar, Iterable, Sequence
 
+from . import probe
 from .device import Device
 from .errors import BackendUnavailable, DeviceNotFound, InvalidArgument
 
@@ -21,6 +22,17 @@ class Backend:
     name: ClassVar[str]
     #: order of preference when the user names none (higher first)
     priority: ClassVar[int] = 0
+    #: True when a process forked after the backend started here can start it afresh (False: the driver's state
+    #: does not survive a fork, as CUDA's does not, and the child reports the backend unavailable)
+    fork_safe: ClassVar[bool] = False
+
+    @classmethod
+    def driver_fingerprint(cls) -> Sequence[str] | None:
+        """The driver files and settings that decide how starting the backend goes (``devicelayer.probe.stamp``
+        of each file, ``NAME=value`` of each setting), where starting it runs native driver code that could crash
+        the process: the registry then starts it in a probe process first, again whenever these change.  None
+        (the default): no probe."""
+        return None
 
     def devices(self) -> Sequence[Device]:
         """Every usable device of this backend, in a stable order."""
@@ -45,6 +57,27 @@ class _Registry:
         self._loaded: dict[str, Backend] | None = None
         self._unavailable: list[Unavailable] = []
         self._order: list[str] = []
+        #: backends started in this process or, before a fork, in a parent: name -> pid of the process
+        self._started: dict[str, int] = {}
+        self._parents: list[dict[str, Backend]] = []  # what parents loaded (kept: never released in a child)
+
+    def after_fork_in_child(self) -> None:
+        """In a forked child: load afresh on first use (the parent's devices are unusable here)."""
+        if self._loaded is not None:
+            self._parents.append(self._loaded)
+        self._lock = threading.Lock()
+        self._loaded = None
+        self._unavailable = []
+
+    def _refused_after_fork(self, name: str, cls: type[Backend]) -> str | None:
+        """Why ``name`` cannot start in this process: a parent started it before forking this one."""
+        pid = self._started.get(name)
+        if pid is None or pid == os.getpid() or getattr(cls, "fork_safe", False):
+            return None
+        return (f"{name} was started in process {pid}, which then forked this one with os.fork(); its driver does "
+                f"not work in a forked child.  Use devices in child processes started with multiprocessing's "
+                f"'spawn' or 'forkserver' method (multiprocessing.get_context('spawn')), or fork before "
+                f"devicelayer starts its backends")
 
     def _candidates(self) -> dict[str, str]:
         """Backend name -> "module:Class", from entry points, falling back to the bundled backends."""
@@ -85,12 +118,26 @@ class _Registry:
             names = wanted if wanted is not None else list(candidates)
             loaded: dict[str, Backend] = {}
             unavailable: list[Unavailable] = []
+            classes: dict[str, type[Backend]] = {}
             for name in names:
                 target = candidates[name]
                 try:
-                    backend = _instantiate(target)
+                    classes[name] = _backend_class(target)
+                except BackendUnavailable as exc:
+                    unavailable.append(Unavailable(name, str(exc)))
+                except Exception as exc:  # a broken plugin must not take the others down
+                    unavailable.append(Unavailable(name, f"failed to start: {type(exc).__name__}: {exc}"))
+            refused = {name: why for name, cls in classes.items() if (why := self._refused_after_fork(name, cls))}
+            refused.update(probe.verdicts(_probe_requests(classes, candidates, refused)))
+            for name, cls in classes.items():
+                if name in refused:
+                    unavailable.append(Unavailable(name, refused[name]))
+                    continue
+                try:
+                    backend = cls()
                     list(backend.devices())  # a backend that cannot list its devices is unusable too
                     loaded[name] = backend
+                    self._started[name] = os.getpid()
                     for what, reason in backend.unavailable_devices():
                         unavailable.append(Unavailable(name, f"{what}: {reason}"))
                 except BackendUnavailable as exc:
@@ -102,7 +149,8 @@ class _Registry:
             else:
                 order = [n for n in names if n in loaded]
             self._loaded = {n: loaded[n] for n in order}
-            self._unavailable = unavailable
+            rank = {n: i for i, n in enumerate(names)}
+            self._unavailable = sorted(unavailable, key=lambda u: rank.get(u.backend, len(rank)))
             return self._loaded
 
     def reset(self) -> None:
@@ -116,17 +164,38 @@ class _Registry:
                     pass
 
 
-def _instantiate(target: str) -> Backend:
+def _backend_class(target: str) -> type[Backend]:
     module_name, _, attr = target.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise BackendUnavailable(f"cannot import {module_name}: {exc}") from exc
-    cls = getattr(module, attr)
-    return cls()
+    return getattr(module, attr)
+
+
+def _instantiate(target: str) -> Backend:
+    return _backend_class(target)()
+
+
+def _probe_requests(classes: dict[str, type[Backend]], candidates: dict[str, str],
+                    skip: Iterable[str]) -> dict[str, tuple[str, Sequence[str]]]:
+    """name -> (target, fingerprint) of the backends to start in a probe process first."""
+    requests = {}
+    for name, cls in classes.items():
+        if name in skip:
+            continue
+        try:
+            fingerprint = cls.driver_fingerprint() if isinstance(cls, type) and issubclass(cls, Backend) else None
+        except Exception as exc:  # noqa: BLE001 - a fingerprint that cannot be made: probed, keyed by the error
+            fingerprint = [f"fingerprint failed: {type(exc).__name__}: {exc}"]
+        if fingerprint is not None:
+            requests[name] = (candidates[name], list(fingerprint))
+    return requests
 
 
 _registry = _Registry()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_registry.after_fork_in_child)
 
 
 def requested_backends() -> list[str] | None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Sequence
 
 import numpy as np
 
+from . import lifecycle
 from .errors import InvalidArgument
 from .events import Event, check_events, when_all
 from .memory import Buffer, MemoryPool, check_same_dtype
@@ -107,6 +109,17 @@ class _StagingCache:
 
 
 _staging = _StagingCache()
+
+
+def _reinit_after_fork() -> None:
+    """In a forked child: a new cache (the chunks belong to the parent's pools, kept, never released here)."""
+    global _staging
+    lifecycle.keep_forever(_staging)
+    _staging = _StagingCache()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_after_fork)
 
 
 def _staged(dst: Buffer, src: Buffer, wait: tuple[Event, ...]) -> Event:

@@ -72,6 +72,42 @@ BROKEN = {  # does not compile; the error must carry the compiler's log
     "glsl": "#version 450\nlayout(local_size_x = 1) in;\nvoid main() { undeclared_name = 1; }\n",
 }
 
+SPIN = {  # waits for x[0] to become nonzero, which nothing does: a kernel that never ends (then x[1] = n)
+    "python": '''
+def spin(x: "int*", n: "int"):
+    while x[0] == 0:
+        pass
+    x[1] = n
+''',
+    "opencl-c": '''
+__kernel void spin(__global volatile int* x, int n) {
+    while (x[0] == 0) {}
+    x[1] = n;
+}
+''',
+    "cuda-c": '''
+extern "C" __global__ void spin(volatile int* x, int n) {
+    while (x[0] == 0) {}
+    x[1] = n;
+}
+''',
+    # Mesa's lavapipe ends a loop after 65535 iterations: launched over SPIN_GRID it still runs for days
+    "glsl": '''
+#version 450
+#pragma kernel spin
+layout(local_size_x_id = 0) in;
+layout(std430, binding = 0) volatile buffer X { int x[]; };
+layout(push_constant) uniform P { int n; } p;
+void main() {
+    while (atomicAdd(x[0], 0) == 0) { atomicAdd(x[2], 1); }
+    x[1] = p.n;
+}
+''',
+}
+
+#: (global_size, local_size) to launch SPIN with, by kernel language (default: one work item)
+SPIN_GRID = {"glsl": ((64 * 65535, 1000), (64, 1))}
+
 #: a word the compiler log must mention for BROKEN
 BROKEN_MARK = {"python": "SyntaxError", "opencl-c": "undeclared_name", "cuda-c": "undeclared_name",
                "glsl": "undeclared_name"}

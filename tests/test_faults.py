@@ -20,7 +20,7 @@ import pytest
 
 import devicelayer as dl
 from devicelayer.kernels.op import OPS, register
-from kernels import INCREMENT, source
+from kernels import INCREMENT, SPIN, source
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
@@ -59,7 +59,7 @@ import numpy as np
 import devicelayer as dl
 from devicelayer.cli import main
 sys.path.insert(0, {str(TESTS)!r})
-from kernels import INCREMENT, source
+from kernels import INCREMENT, SPIN, source
 
 report = {{"devices": {{}}, "unavailable": {{u.backend: u.reason for u in dl.unavailable()}}}}
 for dev in dl.devices():
@@ -514,3 +514,320 @@ def test_corrupted_cuda_kernel_cache_is_rebuilt(tmp_path, kind):
         p.write_bytes(data)
     assert all(_use_every_device(env)["devices"].values())
     assert all(p.read_bytes() != data for p, data in damaged.items())
+
+
+# -- 5. the process: a fork, the interpreter's exit, a driver that crashes -----------------------------------------
+def _new_host_upload(wait) -> dl.Event:
+    """An upload to the host device of this process (a new one in a forked child) after ``wait``."""
+    host = dl.device("host")
+    return host.pool.upload(host.pool.allocate(16), np.zeros(16, np.uint8), wait=wait)
+
+
+def _calls_on_a_device_of_the_parent(device):
+    """name -> a call on ``device`` or on what was made of it, each set up now (before the fork); and a function
+    that releases what they use."""
+    prog = device.compile(source(INCREMENT, device), "increment")
+    buf = device.pool.allocate(256, np.int32)
+    device.pool.upload(buf, np.arange(64, dtype=np.int32)).wait(60)
+    done = device.launch(prog, [buf, 64], 64)
+    done.wait(60)
+    tensor = dl.tensor(np.ones(8, np.float32), device)
+    recording = device.record()
+    recording.launch(prog, [buf, 64], 64)
+    recording.finish()
+    g = dl.Graph()
+    g.output("y", g.relu(g.input("x", (8,))))
+    plan = g.compile([device])
+    gate = dl.UserEvent("held upload")  # work the device accepted but has not done at the fork
+    held = device.pool.allocate(256, np.int32)
+    pending = device.pool.upload(held, np.zeros(64, np.int32), wait=[gate])
+    calls = {
+        "allocate": lambda: device.pool.allocate(64),
+        "upload": lambda: device.pool.upload(buf, np.zeros(64, np.int32)),
+        "launch": lambda: device.launch(prog, [buf, 64], 64),
+        "download": lambda: device.pool.download(buf, np.empty(64, np.int32)),
+        "compile": lambda: device.compile(source(INCREMENT, device) + "\n", "increment"),
+        "synchronize": device.synchronize,
+        "free": lambda: device.pool.free(buf),
+        "tensor.numpy": tensor.numpy,
+        "replay": recording.replay,
+        "plan": lambda: plan(x=np.ones(8, np.float32)),
+        "wait on pending work": lambda: pending.wait(30),
+        "done of pending work": lambda: pending.done,
+        "callback on pending work": lambda: pending.add_done_callback(print),
+        "when_all of pending work": lambda: dl.when_all([pending]),
+        "pending work as wait= of a new device": lambda: _new_host_upload(wait=[pending]),
+    }
+
+    def release() -> None:
+        gate.set()
+        plan.release()
+        recording.release()
+        for b in (held, buf, tensor.buffer):
+            device.pool.free(b)
+    return calls, release
+
+
+@pytest.mark.timeout(180)
+def test_forked_child_refuses_a_device_of_the_parent_at_once(device):
+    """Every call on a device created before os.fork() raises BackendUnavailable in the child, none waits."""
+    from forked import run_in_fork
+
+    calls, release = _calls_on_a_device_of_the_parent(device)
+
+    def child() -> dict:
+        found = {}
+        for name, call in calls.items():
+            t0 = time.monotonic()
+            try:
+                call()
+                found[name] = ["no error", "", 0.0]
+            except Exception as exc:
+                found[name] = [type(exc).__name__, str(exc), time.monotonic() - t0]
+        device.close()  # (nothing to do: not an error either)
+        return found
+
+    try:
+        report = run_in_fork(child, timeout=60)["value"]
+    finally:
+        release()
+    for name, (kind, message, seconds) in report.items():
+        assert kind == "BackendUnavailable", (name, kind, message)
+        assert "before os.fork()" in message and device.id in message, (name, message)
+        assert seconds < 5, (name, seconds)
+    assert (_increment_on(device, source(INCREMENT, device)) == np.arange(1, 65)).all()  # the parent's still works
+
+
+def _round_trip(device_id: str) -> list[int]:
+    return _increment_on(dl.device(device_id), source(INCREMENT, dl.device(device_id)), 16).tolist()
+
+
+@pytest.mark.timeout(180)
+def test_forked_child_starts_the_backends_that_allow_it_afresh(device):
+    """dl.device() in the child: a new device where the backend is fork-safe, else BackendUnavailable saying why."""
+    from forked import run_in_fork
+
+    from devicelayer.registry import _registry
+
+    fork_safe = getattr(type(_registry.load()[device.info.backend]), "fork_safe", False)
+    report = run_in_fork(lambda: [dl.device(device.id) is not device, _round_trip(device.id)], timeout=90)
+    if fork_safe:
+        assert report.get("value") == [True, list(range(1, 17))], report
+    else:
+        assert report.get("error") == "BackendUnavailable", report
+        assert "os.fork()" in report["message"] and "'spawn'" in report["message"], report
+
+
+#: devices of this process, for workers of a multiprocessing pool forked from it
+_BEFORE_FORK: dict[str, dl.Device] = {}
+
+
+def _use_device_of_parent(device_id: str) -> list[str]:
+    try:
+        _BEFORE_FORK[device_id].pool.allocate(64)
+    except Exception as exc:
+        return [type(exc).__name__, str(exc)]
+    return ["no error", ""]
+
+
+def _use_fresh_device(device_id: str) -> list:
+    try:
+        return ["ok", _round_trip(device_id)]
+    except dl.BackendUnavailable as exc:
+        return ["BackendUnavailable", str(exc)]
+
+
+@pytest.mark.timeout(180)
+def test_multiprocessing_fork_workers_refuse_the_parents_device_and_start_their_own(device):
+    from devicelayer.registry import _registry
+
+    fork_safe = getattr(type(_registry.load()[device.info.backend]), "fork_safe", False)
+    _BEFORE_FORK[device.id] = device
+    pool = multiprocessing.get_context("fork").Pool(1)
+    try:
+        old = pool.apply_async(_use_device_of_parent, (device.id,)).get(60)
+        fresh = pool.apply_async(_use_fresh_device, (device.id,)).get(90)
+    finally:
+        pool.terminate()
+        pool.join()
+        _BEFORE_FORK.clear()
+    assert old[0] == "BackendUnavailable" and "before os.fork()" in old[1], old
+    if fork_safe:
+        assert fresh == ["ok", list(range(1, 17))], fresh
+    else:
+        assert fresh[0] == "BackendUnavailable" and "'spawn'" in fresh[1], fresh
+
+
+FORK_BEFORE_ANY_DEVICE = '''
+import os, sys
+import devicelayer as dl
+pid = os.fork()
+ids = [d.id for d in dl.devices()]
+if pid == 0:
+    print("CHILD", ids, flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+print("PARENT", ids, flush=True)
+'''
+
+
+@pytest.mark.timeout(300)
+def test_a_child_forked_before_any_backend_started_has_every_device():
+    out = subprocess.run([sys.executable, "-c", FORK_BEFORE_ANY_DEVICE], capture_output=True, text=True,
+                         cwd=ROOT, timeout=240)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = dict(ln.split(" ", 1) for ln in out.stdout.splitlines() if ln.startswith(("CHILD", "PARENT")))
+    assert lines["CHILD"] == lines["PARENT"] == str([d.id for d in dl.devices()])
+
+
+#: run in a fresh process: a kernel that never ends, work queued behind it on its device and on another one,
+#: the program gives up waiting (EventTimeout), drops most of it (a function returns) and ends holding the rest
+GIVE_UP_AND_EXIT = f'''
+import sys
+import numpy as np
+import devicelayer as dl
+sys.path.insert(0, {str(TESTS)!r})
+from kernels import SPIN, SPIN_GRID, source
+
+
+def give_up(dev):
+    prog = dev.compile(source(SPIN, dev), "spin")
+    flag = dev.pool.allocate(64, np.int32)
+    dev.pool.upload(flag, np.zeros(16, np.int32)).wait(60)
+    run = dev.launch(prog, [flag, 5], *SPIN_GRID.get(dev.info.kernel_language, ((1,), None)))
+    other = dev.pool.allocate(64, np.int32)
+    waiting = [run, dev.pool.upload(other, np.ones(16, np.int32)),  # behind the kernel on its device
+               dev.pool.download(flag, np.empty(16, np.int32))]
+    others = [d for d in dl.devices() if d is not dev] if sys.argv[2] == "registry" else []
+    if others:  # behind it on another device (a waiter thread blocks in the driver for it)
+        buf = others[0].pool.allocate(64, np.int32)
+        waiting.append(others[0].pool.upload(buf, np.zeros(16, np.int32), wait=[run]))
+    gave_up = 0
+    for ev in waiting:
+        try:
+            ev.wait(0.5)
+        except dl.EventTimeout:
+            gave_up += 1
+    print("GAVE UP", gave_up, "OF", len(waiting), flush=True)
+    return waiting[-1]
+
+
+if sys.argv[2] == "registry":
+    device = dl.device(sys.argv[1])
+else:  # a device of the program's own, which nothing of devicelayer's holds (nor a waiter thread)
+    from devicelayer.registry import _instantiate, _registry
+
+    backend = _instantiate(_registry._candidates()[dl.device(sys.argv[1]).info.backend])
+    device = next(d for d in backend.devices() if d.id == sys.argv[1])
+kept = give_up(device)
+print("RETURNED", flush=True)
+'''
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("owner", ["registry", "private"])
+def test_process_exits_after_giving_up_on_a_kernel_that_never_ends(device, owner):
+    """Neither dropping work the program gave up on nor the interpreter's exit waits for it (no os._exit)."""
+    if device.info.kernel_language not in SPIN:
+        pytest.skip(f"no spinning kernel in {device.info.kernel_language}")
+    t0 = time.monotonic()
+    try:
+        out = subprocess.run([sys.executable, "-c", GIVE_UP_AND_EXIT, device.id, owner], capture_output=True,
+                             text=True, cwd=ROOT, timeout=60)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the process did not exit within 60 s; it printed {exc.stdout!r}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    gave_up = out.stdout.split("GAVE UP ")[-1].split()
+    assert gave_up[0] == gave_up[2] != "0" and "RETURNED" in out.stdout, out.stdout
+    assert time.monotonic() - t0 < 60
+
+
+# -- a driver that crashes the process while its devices are listed ------------------------------------------------
+LIST_DEVICES = '''
+import devicelayer as dl
+print("DEVICES", [d.id for d in dl.devices()], flush=True)
+print("UNAVAILABLE", {u.backend: u.reason for u in dl.unavailable()}, flush=True)
+'''
+
+
+def _crashing_icd_folder(tmp_path: Path) -> Path:
+    """A vendor folder whose .icd file makes the OpenCL ICD loader crash (checked: skipped where it does not)."""
+    pytest.importorskip("pyopencl")
+    folder = tmp_path / "vendors"
+    folder.mkdir()
+    (folder / "broken.icd").write_bytes(b"\0")  # the loader reads an empty library name and crashes
+    crash = subprocess.run([sys.executable, "-c", "import pyopencl as cl; cl.get_platforms()"], capture_output=True,
+                           env={**os.environ, "OCL_ICD_VENDORS": str(folder)}, timeout=120)
+    if crash.returncode >= 0:
+        pytest.skip(f"this OpenCL ICD loader survives a NUL .icd file (exit status {crash.returncode})")
+    return folder
+
+
+def _list_devices(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-c", LIST_DEVICES] if not args else \
+        [sys.executable, "-c", "import sys; from devicelayer.cli import main; sys.exit(main(sys.argv[1:]))", *args]
+    return subprocess.run(command, capture_output=True, text=True, env={**os.environ, **env}, cwd=ROOT, timeout=240)
+
+
+def _parsed(out: subprocess.CompletedProcess) -> tuple[list[str], dict[str, str]]:
+    assert out.returncode == 0, (out.returncode, out.stderr[-3000:])
+    import ast
+
+    lines = dict(ln.split(" ", 1) for ln in out.stdout.splitlines() if ln.startswith(("DEVICES", "UNAVAILABLE")))
+    return ast.literal_eval(lines["DEVICES"]), ast.literal_eval(lines["UNAVAILABLE"])
+
+
+@pytest.mark.timeout(600)
+def test_a_driver_file_that_crashes_the_loader_costs_its_backend_not_the_process(tmp_path):
+    folder = _crashing_icd_folder(tmp_path)
+    env = {"OCL_ICD_VENDORS": str(folder), "DEVICELAYER_CACHE": str(tmp_path / "cache")}
+    others = [d.id for d in dl.devices() if d.info.backend != "opencl"]
+    for attempt in ("cold", "warm"):
+        ids, unavailable = _parsed(_list_devices(env))
+        assert ids == others, (attempt, ids)
+        assert "SIGSEGV" in unavailable["opencl"] and "probe" in unavailable["opencl"], unavailable
+    info = _list_devices(env, "info", "--json")
+    assert info.returncode == 0, info.stderr[-3000:]
+    listed = json.loads(info.stdout)
+    assert [d["id"] for d in listed["devices"]] == others
+    assert any(u["backend"] == "opencl" and "SIGSEGV" in u["reason"] for u in listed["unavailable"])
+    table = _list_devices(env, "info")
+    assert table.returncode == 0 and "SIGSEGV" in table.stdout, table.stderr[-3000:]
+    # the driver files repaired: the verdict no longer applies and the backend is back
+    (folder / "broken.icd").write_text("")
+    if Path("/etc/OpenCL/vendors").is_dir():
+        for icd in Path("/etc/OpenCL/vendors").glob("*.icd"):
+            (folder / icd.name).write_bytes(icd.read_bytes())
+    ids, unavailable = _parsed(_list_devices(env))
+    assert "opencl" not in unavailable or "SIGSEGV" not in unavailable["opencl"], unavailable
+    if any(d.info.backend == "opencl" for d in dl.devices()):
+        assert ids == [d.id for d in dl.devices()]
+
+
+@pytest.mark.timeout(600)
+def test_a_crashing_driver_is_survived_with_a_cache_folder_that_cannot_be_written(tmp_path):
+    folder = _crashing_icd_folder(tmp_path)
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder would be")
+    ids, unavailable = _parsed(_list_devices({"OCL_ICD_VENDORS": str(folder),
+                                              "DEVICELAYER_CACHE": str(blocker / "cache")}))
+    assert ids == [d.id for d in dl.devices() if d.info.backend != "opencl"]
+    assert "SIGSEGV" in unavailable["opencl"] and "verdict kept" not in unavailable["opencl"], unavailable
+
+
+def test_probe_verdicts_are_read_from_the_cache_while_the_driver_files_stay_the_same(tmp_path, monkeypatch):
+    """A warm start starts no probe: a verdict planted in the cache file is the one given."""
+    from devicelayer import probe
+
+    monkeypatch.setenv("DEVICELAYER_CACHE", str(tmp_path))
+    driver = tmp_path / "driver.json"
+    driver.write_text("{}")
+    requests = {"host": ("devicelayer.backends.host:HostBackend", [probe.stamp(driver)])}
+    assert probe.verdicts(requests) == {}  # probed: the host backend starts
+    (path,) = (tmp_path / "probes").iterdir()
+    kept = json.loads(path.read_text())
+    assert kept["verdict"] == "" and kept["fingerprint"] == requests["host"][1]
+    path.write_text(json.dumps({**kept, "verdict": "planted verdict"}))
+    assert probe.verdicts(requests)["host"].startswith("planted verdict")
+    driver.write_text('{"changed": 1}')  # another fingerprint: probed again
+    assert probe.verdicts({"host": ("devicelayer.backends.host:HostBackend", [probe.stamp(driver)])}) == {}

@@ -41,7 +41,7 @@ OBJECT_SLACK = 200
 
 def excess(result: dict, device: dl.Device) -> list[str]:
     """Every figure of a soak result that is past its tolerance, with its phase."""
-    limit = dl_events._waiter_pool()._max_workers
+    limit = dl_events._waiters._max
     found = []
     for phase in ("delta_cycles", "delta_runs"):
         d = result[phase]

@@ -55,7 +55,6 @@ from __future__ import annotations
 import math
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -68,6 +67,7 @@ from devicelayer.info import DeviceInfo
 from devicelayer.memory import Buffer, MemoryPool
 from devicelayer.registry import Backend
 from devicelayer.signature import Signature, c_signature
+from devicelayer.threads import DaemonPool
 
 from . import blas as cuda_blas, dnn as cuda_dnn
 
@@ -116,8 +116,8 @@ _MEMORY_TYPE_HOST = 1
 _NOT_READY = 600  # cudaErrorNotReady
 #: threads that copy between pageable arrays and pinned staging (one host thread cannot match PCIe)
 COPY_THREADS = max(1, min(4, (os.cpu_count() or 1) // 2))
-_copy_pool: ThreadPoolExecutor | None = None
-_copy_pool_lock = threading.Lock()
+#: daemon threads: the interpreter's exit does not wait for copies the program gave up on
+_copy_pool = DaemonPool(COPY_THREADS, "devicelayer-cuda-copy")
 
 
 def _status(exc: BaseException) -> int | None:
@@ -390,14 +390,6 @@ class CudaPool(MemoryPool):
         return np.ndarray((count,), dt, buffer=mem).reshape(shape)
 
 
-def _copiers() -> ThreadPoolExecutor:
-    global _copy_pool
-    with _copy_pool_lock:
-        if _copy_pool is None:
-            _copy_pool = ThreadPoolExecutor(COPY_THREADS, thread_name_prefix="devicelayer-cuda-copy")
-        return _copy_pool
-
-
 def _host_copy(arg: tuple[np.ndarray, np.ndarray, list]) -> None:
     """Stream host function: copy between pinned staging and the user's array (no CUDA call here).
 
@@ -408,7 +400,7 @@ def _host_copy(arg: tuple[np.ndarray, np.ndarray, list]) -> None:
         n = dst.shape[0]
         if COPY_THREADS > 1 and n >= (2 << 20):
             step = -(-n // COPY_THREADS)
-            pool = _copiers()
+            pool = _copy_pool
             parts = [pool.submit(np.copyto, dst[i:i + step], src[i:i + step]) for i in range(0, n, step)]
             for part in parts:
                 part.result()

@@ -327,6 +327,7 @@ class HostBackend(Backend):
 
     name = "host"
     priority = 0
+    fork_safe = True  # a forked child gets a new device with a worker thread of its own
 
     def __init__(self) -> None:
         name, vendor = _cpu_name()

@@ -156,6 +156,16 @@ _LIB: list = []
 _LIB_LOCK = threading.Lock()
 
 
+def _reinit_after_fork() -> None:
+    """In a forked child: a fresh lock (a thread of the parent may have held it at the fork)."""
+    global _LIB_LOCK
+    _LIB_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_after_fork)
+
+
 def library() -> ctypes.CDLL | None:
     """The oneDNN 3 library (looked up once); None where it is not installed or DEVICELAYER_ONEDNN=0."""
     if not _LIB:

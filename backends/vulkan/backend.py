@@ -17,6 +17,7 @@ import ctypes
 import hashlib
 import heapq
 import itertools
+import json
 import logging
 import os
 import queue
@@ -36,6 +37,8 @@ from devicelayer.errors import (BackendUnavailable, CompileError, DeviceLayerErr
 from devicelayer.events import Event
 from devicelayer.info import DeviceInfo
 from devicelayer.memory import Buffer, MemoryPool
+from devicelayer import lifecycle
+from devicelayer.probe import environment, folder_files, library_stamp, stamp
 from devicelayer.reclaim import on_drop
 from devicelayer.registry import Backend
 from devicelayer.signature import Signature
@@ -1541,9 +1544,47 @@ def _get_instance() -> _Instance:
         return _instance
 
 
+def _reinit_after_fork() -> None:
+    """In a forked child: a new VkInstance on first use (the parent's is kept, never destroyed here)."""
+    global _instance, _instance_lock
+    lifecycle.keep_forever(_instance)
+    _instance = None
+    _instance_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_after_fork)
+
+
 def validation_messages() -> list[tuple[str, str]]:
     """(severity, text) of every validation-layer message so far (with ``DEVICELAYER_VULKAN_VALIDATION=1``)."""
     return list(_instance.messages) if _instance is not None else []
+
+
+def _manifest_folders(kind: str) -> list[str]:
+    """Where the Vulkan loader looks for manifests of ``kind`` ("icd.d", "implicit_layer.d"), as on Linux."""
+    home = os.path.expanduser("~")
+    bases = [os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")]
+    bases += (os.environ.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(os.pathsep)
+    bases += ["/etc", os.environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share")]
+    bases += (os.environ.get("XDG_DATA_DIRS") or "/usr/local/share:/usr/share").split(os.pathsep)
+    return [os.path.join(b, "vulkan", kind) for b in bases if b]
+
+
+def _manifest_stamps(path: Path) -> list[str]:
+    """A driver or layer manifest and the library it names."""
+    found = [stamp(path)]
+    if found[0].endswith(" missing"):
+        return []
+    try:
+        data = json.loads(path.read_bytes()[:1 << 20])
+        section = data.get("ICD") or data.get("layer") or {}
+        library = section.get("library_path") if isinstance(section, dict) else None
+    except (OSError, ValueError, AttributeError):
+        return found
+    if isinstance(library, str) and library:
+        found.append(library_stamp(library, path.parent))
+    return found
 
 
 class VulkanBackend(Backend):
@@ -1551,6 +1592,22 @@ class VulkanBackend(Backend):
 
     name = "vulkan"
     priority = 30
+    fork_safe = True  # a forked child makes its own VkInstance (tested on Mesa's lavapipe)
+
+    @classmethod
+    def driver_fingerprint(cls) -> list[str]:
+        """The Vulkan loader, the driver (ICD) and implicit layer manifests it may read and their libraries."""
+        found = [library_stamp("libvulkan.so.1"), stamp(vk.__file__),
+                 *environment(("LD_LIBRARY_PATH", "XDG_CONFIG_HOME", "XDG_CONFIG_DIRS", "XDG_DATA_HOME",
+                               "XDG_DATA_DIRS"), ("VK_", "DEVICELAYER_VULKAN_"))]
+        chosen = [p for v in ("VK_DRIVER_FILES", "VK_ICD_FILENAMES") for p in os.environ.get(v, "").split(os.pathsep)
+                  if p]
+        added = [p for p in os.environ.get("VK_ADD_DRIVER_FILES", "").split(os.pathsep) if p]
+        for entry in (chosen or _manifest_folders("icd.d")) + added + _manifest_folders("implicit_layer.d"):
+            found.append(stamp(entry))  # (a folder's time changes as files come and go)
+            for manifest in folder_files(entry, ".json") if os.path.isdir(entry) else [Path(entry)]:
+                found += _manifest_stamps(manifest)
+        return found
 
     def __init__(self) -> None:
         instance = _get_instance()
@@ -1577,7 +1634,7 @@ class VulkanBackend(Backend):
 
     def _save_caches(self) -> None:
         for d in self._devices:
-            if d.handle is not None and d._pipelines_new:
+            if d.handle is not None and d._pipelines_new and not d._forked:
                 try:
                     d.save_pipeline_cache()
                 except Exception:

@@ -91,6 +91,16 @@ shaderc_unavailable_reason: str | None = None
 _glslc_version: str | None = None
 
 
+def _reinit_after_fork() -> None:
+    """In a forked child: a fresh lock (a thread of the parent may have held it at the fork)."""
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_after_fork)
+
+
 def _load_shaderc():
     """Load libshaderc; on Debian 12 it is under-linked (undefined glslang/SPIRV-Tools symbols) and fails."""
     global _shaderc, shaderc_unavailable_reason

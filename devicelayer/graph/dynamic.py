@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..casting import to_dtype
-from ..device import Device
+from ..device import Device, refuse_forked
 from ..errors import GraphError, InvalidArgument
 from ..tensors import Tensor
 from .constants import ConstantStore
@@ -262,6 +262,7 @@ class DynamicPlan:
         return self._locked(dict(inputs), profile, to_numpy=False)
 
     def _locked(self, inputs: dict[str, Any], profile: bool, to_numpy: bool) -> dict[str, Any]:
+        refuse_forked(self.devices)  # (before the lock: a thread of the parent may have held it)
         if not self._busy.acquire(blocking=False):
             raise GraphError("this plan is already running in another thread; plans run one at a time "
                              "(compile a second plan to run concurrently)")

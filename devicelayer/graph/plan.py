@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..casting import to_dtype
-from ..device import Device
+from ..device import Device, refuse_forked
 from ..errors import DeviceLayerError, EventError, GraphError, InvalidArgument
 from ..events import Event
 from ..kernels.op import FLAG_SIZE, Alias, Flag, Plan as OpPlan, TensorType, flag_error, get
@@ -329,6 +329,7 @@ class ExecutionPlan:
         return self._locked(inputs, profile, False)
 
     def _locked(self, inputs: Mapping[str, Any], profile: bool, to_numpy: bool) -> dict[str, Any]:
+        refuse_forked(self.devices)  # (before the lock: a thread of the parent may have held it)
         if self.graph.version != self._version:
             raise GraphError("the graph changed after it was compiled; compile it again")
         if not self._busy.acquire(blocking=False):

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -13,6 +13,7 @@ import numpy as np
 from .. import cpus
 from ..errors import InvalidArgument, UnsupportedOp
 from ..info import DeviceInfo
+from ..threads import DaemonPool
 from .render import BFLOAT16_LANGUAGES
 from .dialect import KernelSpec, Param
 
@@ -243,8 +244,19 @@ HostKernel = Callable[..., None]
 HOST_THREADS = cpus.count()
 #: bytes of work below which ``parallel`` stays on the calling thread (a hand-off costs ~10-20 us)
 PARALLEL_MIN_BYTES = 1 << 22
-_helpers: ThreadPoolExecutor | None = None
+#: daemon threads (made on first use): the interpreter's exit does not wait for a host kernel given up on
+_helpers: DaemonPool | None = None
 _helpers_lock = threading.Lock()
+
+
+def _reinit_after_fork() -> None:
+    """In a forked child: a fresh lock (a thread of the parent may have held it at the fork)."""
+    global _helpers_lock
+    _helpers_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_after_fork)
 
 
 def parallel(fn: Callable[[int, int], Any], n: int, nbytes: int) -> None:
@@ -258,8 +270,7 @@ def parallel(fn: Callable[[int, int], Any], n: int, nbytes: int) -> None:
     if _helpers is None:
         with _helpers_lock:
             if _helpers is None:
-                _helpers = ThreadPoolExecutor(HOST_THREADS - 1, thread_name_prefix="devicelayer-host-helper",
-                                              initializer=cpus.use_every_cpu)
+                _helpers = DaemonPool(HOST_THREADS - 1, "devicelayer-host-helper", initializer=cpus.use_every_cpu)
     bounds = [n * i // parts for i in range(parts + 1)]
     futures = [_helpers.submit(fn, a, b) for a, b in zip(bounds[1:-1], bounds[2:])]
     try:

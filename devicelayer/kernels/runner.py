@@ -6,11 +6,13 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .. import lifecycle
 from ..device import Device, Program
 from ..errors import EventError, InvalidArgument, UnsupportedOp
 from ..events import CompletedEvent, Event
@@ -23,6 +25,18 @@ from .render import render
 _lock = threading.Lock()
 _programs: dict[tuple[int, Any], Program] = {}
 _host_kernels: dict[tuple, Any] = {}
+
+
+def _reinit_after_fork() -> None:
+    """In a forked child: a fresh lock, and no programs (those cached are the parent's devices', kept here)."""
+    global _lock, _programs
+    lifecycle.keep_forever(_programs)
+    _lock = threading.Lock()
+    _programs = {}
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_after_fork)
 
 
 def program_for(device: Device, spec) -> Program:

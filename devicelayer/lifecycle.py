@@ -1,0 +1,98 @@
+"""Devices across the life of the process: a fork, and the interpreter's exit.
+
+Fork: a child process has none of the parent's threads (device workers, the
+dispatcher, driver threads) and a copy of driver state that the driver does not
+expect to be used twice.  In a child, every device created before ``os.fork()``
+is marked unusable: its calls (and those of its pools, buffers, programs,
+recordings, tensors and plans) raise ``BackendUnavailable`` at once instead of
+waiting forever on a thread that is not there, and its native objects are never
+released in the child (the driver would be entered from a process it does not
+know).  ``devicelayer.devices()`` in the child starts the backends afresh where
+they can (``Backend.fork_safe``) and reports the others unavailable.
+
+Exit: the interpreter releases what the program still holds, and some drivers
+wait for the device's work when an object is released (PyOpenCL waits for a
+host transfer's event, for one).  Work the program gave up on (a kernel that
+never ends, whose ``wait(timeout)`` raised ``EventTimeout``) would then hold the
+process forever.  So at exit, the objects of a device that still has work
+running are kept, never released: the process's memory goes with it anyway.
+"""
+
+from __future__ import annotations
+
+import atexit
+import gc
+import os
+import weakref
+from typing import Any
+
+_devices: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def _immortal(obj: Any) -> Any:
+    """``obj`` with one reference that is never given back: finalization does not release it."""
+    try:
+        import ctypes
+
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
+    except (ImportError, AttributeError):  # not CPython: no reference counts for finalization to drop
+        pass
+    return obj
+
+
+#: what the process keeps until it ends, finalization included
+_kept: list[Any] = _immortal([])
+
+
+def keep_forever(obj: Any) -> None:
+    """Never release ``obj`` in this process (native objects a driver must not see released here)."""
+    _kept.append(obj)
+
+
+def track(device: Any) -> None:
+    """Follow ``device`` through forks and the interpreter's exit (``Device.__init__`` calls it)."""
+    _devices.add(device)
+
+
+def _after_fork_in_child() -> None:
+    """Mark every device of the parent as created before the fork (and keep it: it is never released here)."""
+    for device in list(_devices):
+        device._after_fork_in_child()
+        keep_forever(device)
+
+
+def _at_exit() -> None:
+    """Keep the objects of devices with work still running (or of the parent, in a forked child) past finalization."""
+    stuck = [d for d in list(_devices) if d._forked or d._has_pending_work()]
+    if stuck:
+        keep_forever(stuck)
+        keep_forever(_objects_of(stuck))
+
+
+def _objects_of(devices: list[Any]) -> list[Any]:
+    """Every event, buffer, program and recording of ``devices`` that the collector can find."""
+    from .device import Program
+    from .events import Event
+    from .memory import Buffer
+    from .recording import Recording
+
+    ids = {id(d) for d in devices}
+    found: list[Any] = []
+    for obj in gc.get_objects():
+        try:
+            if isinstance(obj, (Event, Program, Recording)):
+                owner = obj.device
+            elif isinstance(obj, Buffer):
+                owner = obj.pool.device
+            else:
+                continue
+        except Exception:  # noqa: BLE001 - (a proxy of something gone, say): not a device's object
+            continue
+        if id(owner) in ids:
+            found.append(obj)
+    return found
+
+
+atexit.register(_at_exit)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
