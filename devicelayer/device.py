@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 
 from .errors import CompileError, DeviceLayerError, InvalidArgument, LaunchError
-from .events import CompletedEvent, DeferredEvent, Event, check_events, dependency_error, dispatcher
+from .events import (CompletedEvent, DeferredEvent, Event, callback_threads, check_events, dependency_error,
+                     dispatcher)
 from .info import DeviceInfo
 from .memory import Buffer, MemoryPool
 from .signature import Arg, Signature, _float_max, _int_range, check_scalar, check_size, parse_signature
@@ -393,7 +394,7 @@ class Device:
         self._backlog.append((event, op, wait, hold))
         for e in wait:
             if hold or not self._is_native(e):
-                e.add_done_callback(self._kick)
+                e._on_done(self._kick)
         if len(self._backlog) == 1:
             dispatcher.post(self._drain)
         return event
@@ -426,8 +427,13 @@ class Device:
     # -- lifetime --------------------------------------------------------------------
     def synchronize(self) -> None:
         """Block until all work submitted to the device so far has finished."""
-        self._wait_backlog(None)
-        self._synchronize()
+        callback_thread = callback_threads.enter_wait()
+        try:
+            self._wait_backlog(None)
+            self._synchronize()
+        finally:
+            if callback_thread:
+                callback_threads.leave_wait()
 
     def close(self, timeout: float | None = None) -> None:
         """Wait for the device's work, then free everything it holds. Further use raises.

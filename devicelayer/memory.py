@@ -353,7 +353,7 @@ class MemoryPool:
         def release(_: Event) -> None:
             dispatcher.post(lambda: (self._release_buffer(buffer), released._finish()))
 
-        when_all(pending, "free").add_done_callback(release)
+        when_all(pending, "free")._on_done(release)
         return released
 
     def _release_buffer(self, buffer: Buffer) -> None:

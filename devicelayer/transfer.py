@@ -121,7 +121,7 @@ def _staged(dst: Buffer, src: Buffer, wait: tuple[Event, ...]) -> Event:
         slot_free[k] = [up]
         uploads.append(up)
     done = when_all(uploads, f"transfer {src.nbytes} B {src.pool.device.id} -> {dst.pool.device.id}")
-    done.add_done_callback(lambda _: [_staging.give(src.pool, s) for s in slots])
+    done._on_done(lambda _: [_staging.give(src.pool, s) for s in slots])
     src._track(done)
     dst._track(done)
     return done

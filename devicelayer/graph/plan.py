@@ -491,7 +491,7 @@ class ExecutionPlan:
                         record = {"node": node.name, "op": node.op, "device": dev.id,
                                   "submitted": t0 - t_start, "host_us": (t1 - t0) * 1e6}
                         timeline.append(record)
-                        event.add_done_callback(lambda _e, r=record: r.setdefault(
+                        event._on_done(lambda _e, r=record: r.setdefault(
                             "completed", time.perf_counter() - t_start))
             self.last_submit_seconds = time.perf_counter() - t_start
             results: dict[str, Tensor] = {}
