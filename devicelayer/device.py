@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from .errors import CompileError, DeviceLayerError, InvalidArgument, LaunchError
 from .events import (CompletedEvent, DeferredEvent, Event, callback_threads, check_events, dependency_error,
                      dispatcher)
+from .interrupts import install as install_sigint, protected
 from .info import DeviceInfo
 from .memory import Buffer, MemoryPool
 from .signature import Arg, Signature, _float_max, _int_range, check_scalar, check_size, parse_signature
@@ -81,6 +82,7 @@ class Device:
 
     def __init__(self, info: DeviceInfo) -> None:
         self.info = info
+        install_sigint()  # Ctrl-C never lands half-way through a submission (devicelayer/interrupts.py)
         self._programs: dict[str, Program] = {}
         self._compile_lock = threading.Lock()
         self._submit_lock = threading.RLock()
@@ -331,6 +333,7 @@ class Device:
         return checked, buffers
 
     # -- in-order submission ---------------------------------------------------------
+    @protected
     def _submit(self, label: str, op: Op, wait: Sequence[Event], keepalive: Sequence[Any],
                 buffers: Sequence[Buffer], hold: bool = False) -> Event:
         """Run ``op(native_waits)`` now if every wait is native or done, else defer it behind them; ``hold``

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Sequence
 
 from . import cpus
+from .interrupts import protected
 from .errors import EventError, EventTimeout, InvalidArgument
 
 log = logging.getLogger("devicelayer")
@@ -117,6 +118,7 @@ class Event:
         self._finish(err)
 
     # -- completion --------------------------------------------------------------
+    @protected
     def _finish(self, error: BaseException | None = None) -> None:
         """Mark the event complete (failed when ``error`` is given): run devicelayer's hooks here, and hand the
         program's callbacks to a callback thread."""
@@ -199,6 +201,7 @@ class Event:
         else:
             self._start_watch()
 
+    @protected
     def _on_done(self, fn: Callable[["Event"], None]) -> None:
         """devicelayer's own completion hook: ``fn(event)`` runs on the thread that completes the event (at once
         if it is complete), before the program's callbacks; it must neither block nor wait."""
@@ -213,6 +216,7 @@ class Event:
         else:
             self._start_watch()
 
+    @protected
     def _start_watch(self) -> None:
         """Make sure something will call ``_finish`` (once per event)."""
         with _state_lock:
@@ -382,6 +386,7 @@ class UserEvent(Event):
             raise InvalidArgument(f"{self.label}: fail() takes an exception or a message, got {type(error).__name__}")
         self._settle(error if isinstance(error, BaseException) else EventError(error))
 
+    @protected
     def _settle(self, error: BaseException | None) -> None:
         """Complete the event once; a second set() or fail() is refused, not ignored."""
         with _state_lock:
@@ -410,6 +415,7 @@ class DeferredEvent(Event):
         super().__init__(label, device, keepalive)
         self.native: Event | None = None
 
+    @protected
     def bind(self, native: Event) -> None:
         """Follow ``native`` from now on: complete when it completes, with its error."""
         self.native = native
@@ -450,6 +456,7 @@ def check_events(wait: Iterable[Any] | None, where: str) -> tuple[Event, ...]:
     return events
 
 
+@protected
 def when_all(events: Iterable[Event], label: str = "when_all") -> Event:
     """An event that completes when all ``events`` have; it fails with the first failure."""
     events = check_events(events, label)

@@ -11,6 +11,7 @@ import numpy as np
 from . import dtypes, reclaim
 from .errors import DLPackError, InvalidArgument, OutOfMemory
 from .events import CompletedEvent, Event, check_events, dispatcher, when_all
+from .interrupts import protected
 
 if TYPE_CHECKING:
     from .device import Device
@@ -280,6 +281,7 @@ class MemoryPool:
         return self._live
 
     # -- public --------------------------------------------------------------------
+    @protected
     def allocate(self, nbytes: int, dtype: Any = None) -> Buffer:
         """A new buffer of ``nbytes`` bytes; ``dtype`` (optional) is checked on upload and download."""
         if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)):
@@ -317,6 +319,7 @@ class MemoryPool:
             raise failure
         raise OutOfMemory(f"{self.device.id}: could not allocate {nbytes} bytes: {failure}") from failure
 
+    @protected
     def adopt(self, handle: Any, nbytes: int, dtype: Any = None, *, offset: int = 0, foreign: Any = None) -> Buffer:
         """Wrap memory the backend did not allocate here (DLPack import) as a buffer starting ``offset`` bytes
         into ``handle``; freeing it releases it through ``_release``.  ``foreign`` says whose memory it is."""
@@ -327,6 +330,7 @@ class MemoryPool:
         buffer.foreign = foreign
         return buffer
 
+    @protected
     def free(self, buffer: Buffer, wait: Sequence[Event] = ()) -> Event:
         """Free ``buffer`` once ``wait`` and all work already using it completes; never blocks.
 

@@ -9,12 +9,14 @@ import numpy as np
 
 from .errors import InvalidArgument
 from .events import Event, check_events, when_all
+from .interrupts import protected
 from .memory import Buffer, MemoryPool
 
 #: bytes per chunk when staging through host memory (two chunks in flight)
 STAGING_CHUNK = 8 << 20
 
 
+@protected
 def transfer(src: Buffer, dst_pool: MemoryPool, wait: Sequence[Event] = ()) -> tuple[Buffer, Event]:
     """Copy ``src`` into a new buffer of ``dst_pool``; returns (buffer, event). Never blocks.
 
@@ -37,6 +39,7 @@ def transfer(src: Buffer, dst_pool: MemoryPool, wait: Sequence[Event] = ()) -> t
     return dst, event
 
 
+@protected
 def copy_between(dst: Buffer, src: Buffer, wait: Sequence[Event] = ()) -> Event:
     """Copy ``src`` into the existing ``dst`` of the same size, in any two pools, by the fastest path."""
     if not isinstance(src, Buffer) or not isinstance(dst, Buffer):

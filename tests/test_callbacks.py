@@ -136,11 +136,14 @@ def test_an_events_callbacks_run_in_the_order_they_were_added():
 
 def test_callbacks_never_run_on_a_devices_own_thread(device):
     names = []
+    events = []
     for _ in range(20):
         t = dl.tensor(np.ones(256, np.float32), device)
         t.ready.add_done_callback(lambda _: names.append(threading.current_thread().name))
+        events.append(t.ready)
         t.free()
-    device.synchronize()
+    for ev in events:
+        ev.wait(LIMIT)  # complete (as devicelayer sees it): the callbacks are handed over
     assert callback_threads.join(LIMIT)
     assert len(names) == 20
     assert {n for n in names if not n.startswith("devicelayer-callback")} <= {threading.main_thread().name}
