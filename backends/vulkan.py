@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from devicelayer.cachedir import cache_dir, write_atomic
 from devicelayer.device import Device, Program
 from devicelayer.dlpack import DLDeviceType
 from devicelayer.errors import (BackendUnavailable, CompileError, DeviceLayerError, InvalidArgument, LaunchError,
@@ -47,7 +48,7 @@ except Exception as exc:  # the package missing, or cffi broken
                              "pip install 'devicelayer[vulkan]'") from exc
 
 from .vulkan_memory import Allocation, Block, Heap
-from .vulkan_spirv import cache_dir, compile_glsl, declared_kernels, is_spirv, reflect_spirv
+from .vulkan_spirv import compile_glsl, declared_kernels, is_spirv, reflect_spirv
 
 log = logging.getLogger("devicelayer.vulkan")
 ffi, lib = vk.ffi, vk.lib
@@ -587,6 +588,15 @@ class VulkanPool(MemoryPool):
 _CACHE_MARK = b"devicelayer-sha256:"  # before the checksum that ends a pipeline cache file
 
 
+def pipeline_cache_body(data: bytes) -> bytes:
+    """The driver's data in a pipeline cache file's bytes; b"" when the checksum that ends it does not match
+    (a damaged file is never given to the driver)."""
+    body, trailer = data[:-len(_CACHE_MARK) - 32], data[-len(_CACHE_MARK) - 32:]
+    if not trailer.startswith(_CACHE_MARK) or hashlib.sha256(body).digest() != trailer[len(_CACHE_MARK):]:
+        return b""
+    return body
+
+
 # -- device --------------------------------------------------------------------------------------------------------
 class VulkanDevice(Device):
     """One Vulkan physical device: one compute queue, one timeline semaphore, sub-allocated memory."""
@@ -1049,11 +1059,7 @@ class VulkanDevice(Device):
         except OSError:
             data = b""
         whole = len(data)
-        # the file is the driver's data and a checksum of it: a damaged or half-written file is not given to the driver
-        body, trailer = data[:-len(_CACHE_MARK) - 32], data[-len(_CACHE_MARK) - 32:]
-        if not trailer.startswith(_CACHE_MARK) or hashlib.sha256(body).digest() != trailer[len(_CACHE_MARK):]:
-            body = b""
-        data = body
+        data = pipeline_cache_body(data)
         if len(data) < 32 or struct.unpack_from("<II", data, 4) != (1, phys.vendor_id) or \
                 struct.unpack_from("<I", data, 12)[0] != phys.device_id:
             data = b""
@@ -1083,12 +1089,8 @@ class VulkanDevice(Device):
             if lib.vkGetPipelineCacheData(self.handle, self.pipeline_cache, n, buf) < 0:
                 return 0
             data = bytes(ffi.buffer(buf, n[0]))
-        try:
-            os.makedirs(os.path.dirname(self.pipeline_cache_path), exist_ok=True)
-            tmp = f"{self.pipeline_cache_path}.{os.getpid()}.tmp"
-            with open(tmp, "wb") as fh:
-                fh.write(data + _CACHE_MARK + hashlib.sha256(data).digest())
-            os.replace(tmp, self.pipeline_cache_path)
+        try:  # another process saving the same file at once: each writes whole, the last one stays
+            write_atomic(self.pipeline_cache_path, data + _CACHE_MARK + hashlib.sha256(data).digest())
         except OSError as exc:
             log.warning("%s: could not save the pipeline cache: %s", self.id, exc)
             return 0

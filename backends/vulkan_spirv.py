@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from devicelayer.cachedir import cache_dir, write_atomic
 from devicelayer.errors import CompileError, InvalidArgument
 from devicelayer.signature import Arg
 
@@ -34,15 +35,6 @@ def is_spirv(source) -> bool:
     if not isinstance(source, (bytes, bytearray, memoryview)) or len(source) < 20:
         return False
     return struct.unpack_from("<I", bytes(source[:4]))[0] in (SPIRV_MAGIC, 0x03022307)
-
-
-def cache_dir() -> Path:
-    """``$DEVICELAYER_CACHE``, else ``$XDG_CACHE_HOME/devicelayer``, else ``~/.cache/devicelayer``."""
-    own = os.environ.get("DEVICELAYER_CACHE")
-    if own:
-        return Path(own)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "devicelayer"
 
 
 #: first bytes of a SPIR-V cache file; then sha256(key + SPIR-V), then the SPIR-V
@@ -66,16 +58,10 @@ def _cache_read(path: Path, key: str) -> bytes | None:
 
 def _cache_write(path: Path, key: str, spirv: bytes) -> None:
     """Write the cache file whole or not at all: a private temporary file renamed over ``path``."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(CACHE_MAGIC + hashlib.sha256(key.encode() + spirv).digest() + spirv)
-        os.replace(tmp, path)
+        write_atomic(path, CACHE_MAGIC + hashlib.sha256(key.encode() + spirv).digest() + spirv)
     except OSError:  # a read-only cache only costs time
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
+        pass
 
 
 # -- libshaderc (in process) ------------------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import time
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .cachedir import cache_dir, locked, write_atomic
 from .device import Device
 
 #: version of the cached figures; bumped when what is measured changes
@@ -18,9 +18,8 @@ MEASURE_SCHEMA = 1
 
 
 def cache_path() -> Path:
-    """Where measured figures are kept (``DEVICELAYER_CACHE`` or ``~/.cache/devicelayer``)."""
-    root = Path(os.environ.get("DEVICELAYER_CACHE", Path.home() / ".cache" / "devicelayer"))
-    return root / "measured.json"
+    """Where measured figures are kept (``measured.json`` in the cache folder, ``devicelayer.cachedir``)."""
+    return cache_dir() / "measured.json"
 
 
 def _key(device: Device) -> str:
@@ -41,13 +40,12 @@ def cached(device: Device) -> dict[str, Any] | None:
 
 
 def _store(device: Device, figures: dict[str, Any]) -> None:
+    """Add ``figures`` to the file, under a lock: figures other processes store at the same time are kept."""
     path = cache_path()
-    data = _load()
-    data[_key(device)] = figures
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(path)
+    with locked(path):
+        data = _load()
+        data[_key(device)] = figures
+        write_atomic(path, json.dumps(data, indent=1).encode())
 
 
 def _median_time(fn: Callable[[], Any], repeat: int) -> float:
