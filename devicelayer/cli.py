@@ -163,10 +163,11 @@ def _bench(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
     from .errors import DeviceLayerError
-    from .measure import STEPS, measure
+    from .measure import STEPS, check_cache, measure
     from .registry import device
 
     try:
+        check_cache()
         targets = [device(i) for i in args.device] if args.device else devices()
     except DeviceLayerError as exc:
         print(f"devicelayer bench: {exc}", file=sys.stderr)

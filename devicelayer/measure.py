@@ -12,6 +12,7 @@ import numpy as np
 
 from .cachedir import cache_dir, locked, write_atomic
 from .device import Device
+from .errors import InvalidArgument
 
 #: version of the cached figures; bumped when what is measured changes
 MEASURE_SCHEMA = 1
@@ -20,6 +21,19 @@ MEASURE_SCHEMA = 1
 def cache_path() -> Path:
     """Where measured figures are kept (``measured.json`` in the cache folder, ``devicelayer.cachedir``)."""
     return cache_dir() / "measured.json"
+
+
+def check_cache() -> None:
+    """InvalidArgument when the figures could not be cached: the cache folder is a file, or cannot be made."""
+    folder = cache_path().parent
+    if folder.exists() and not folder.is_dir():
+        raise InvalidArgument(f"the cache folder {folder} (DEVICELAYER_CACHE) is not a folder: the measured figures "
+                              f"cannot be cached there")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidArgument(f"the cache folder {folder} (DEVICELAYER_CACHE) cannot hold the measured figures: "
+                              f"{exc.strerror or exc}") from None
 
 
 def _key(device: Device) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Callable
 
 import numpy as np
@@ -30,6 +31,18 @@ class _Files:
     def run(self, *args: object) -> None:
         """``devicelayer run --device DEVICE ARGS`` (a later --device in ARGS wins)."""
         cli("run", "--device", self.device, *map(str, args))
+
+    def bench_cached_in(self, folder: object) -> None:
+        """``devicelayer bench --quick --device DEVICE`` with ``DEVICELAYER_CACHE=folder``."""
+        before = os.environ.get("DEVICELAYER_CACHE")
+        os.environ["DEVICELAYER_CACHE"] = str(folder)
+        try:
+            cli("bench", "--quick", "--device", self.device)
+        finally:
+            if before is None:
+                del os.environ["DEVICELAYER_CACHE"]
+            else:
+                os.environ["DEVICELAYER_CACHE"] = before
 
     def tiny(self, *args: object) -> None:
         """``devicelayer run --bundled tiny_cnn --device DEVICE ARGS``."""
@@ -62,6 +75,8 @@ misuses("cli", _Files, [
      E, "does not exist", lambda s, f: f.tiny("--save-outputs", f.missing / "o.npz")),
     ("cli-run-trace-missing-dir", "devicelayer run --trace into a directory that does not exist", E,
      "does not exist", lambda s, f: f.tiny("--trace", f.missing / "t.json")),
+    ("cli-bench-cache-is-a-file", "devicelayer bench with DEVICELAYER_CACHE naming a file", E,
+     "(DEVICELAYER_CACHE) is not a folder", lambda s, f: f.bench_cached_in(f.vector)),
     ("cli-info-unknown-flag", "devicelayer info --bogus", E, "unrecognized arguments: --bogus",
      lambda s, f: cli("info", "--bogus")),
     ("cli-info-unknown-backend", "devicelayer info --backend warpdrive", E, "unknown backend(s) ['warpdrive']",
