@@ -2,7 +2,8 @@
 
     python tests/sigint_fuzz.py DEVICE [RUNS]
 
-Runs a small plan (recorded and not, NumPy and Tensor inputs, and the same graph as an ONNX session) while
+Runs a small plan (recorded and not, NumPy and Tensor inputs, the same graph as an ONNX session) and greedy
+decoding with the bundled tiny_gpt (``Generator.generate``) while
 another thread sends SIGINT to the main thread every 0.5-10 ms.  Each run must either return the right
 result or raise KeyboardInterrupt; afterwards runs must be right again and the device's pool must hold what
 it held before.  Prints one JSON line: counts per mode, the wrong outcomes, and the pool before and after.
@@ -55,6 +56,37 @@ def onnx_session(device: dl.Device):
     return ort.InferenceSession(model.SerializeToString(), providers=[device.id])
 
 
+def decoder(device: dl.Device):
+    """Greedy decoding of a few tokens with the bundled tiny_gpt on ``device`` (None without onnx), and its tokens."""
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        return None, None
+    from pathlib import Path
+
+    from devicelayer.onnx import bundled, load, read_model
+    from devicelayer.onnx.generate import Generator
+
+    gen = Generator(load(read_model(Path(bundled("tiny_gpt")))), [device.id], bucket=4)
+    prompt = np.array([[1, 5, 7, 3]])
+    return (lambda: gen.generate(prompt, 6).tokens), gen.generate(prompt, 6).tokens
+
+
+def settled(device: dl.Device) -> tuple[int, int]:
+    """The pool's (live buffers, allocated bytes) once the device is idle and they no longer change (frees
+    complete on the dispatcher once the work they wait for is done)."""
+    device.synchronize()
+    pool = device.pool
+    seen, deadline = None, time.monotonic() + 30
+    while time.monotonic() < deadline:
+        now = (pool.live_buffers, pool.allocated_bytes)
+        if now == seen:
+            break
+        seen = now
+        time.sleep(0.2)
+    return seen
+
+
 def handler_installed() -> bool | None:
     """Whether devicelayer's SIGINT handler is the process's (None where devicelayer has none)."""
     try:
@@ -83,19 +115,26 @@ def main() -> int:
     rng = np.random.default_rng(0)
     feed = dl.tensor(np.zeros((N, N), np.float32), device)
 
-    def run(mode: str, a: np.ndarray) -> np.ndarray:
-        if mode == "session":
-            return session.run(None, {"x": a})[0]
-        if mode.endswith("tensor"):
-            pool.upload(feed.buffer, a)
-            return plans[mode.split()[0]].run_numpy({"x": feed})["y"]
-        return plans[mode].run_numpy({"x": a})["y"]
+    decode, tokens = decoder(device)
 
-    modes = list(plans) + ["plan tensor", "recorded tensor"] + (["session"] if session is not None else [])
+    def run(mode: str, a: np.ndarray) -> bool:
+        """One run of ``mode`` on ``a``: whether its result is right."""
+        if mode == "generate":
+            return bool(np.array_equal(decode(), tokens))
+        if mode == "session":
+            y = session.run(None, {"x": a})[0]
+        elif mode.endswith("tensor"):
+            pool.upload(feed.buffer, a)
+            y = plans[mode.split()[0]].run_numpy({"x": feed})["y"]
+        else:
+            y = plans[mode].run_numpy({"x": a})["y"]
+        return bool(np.allclose(y, reference(a), rtol=1e-3, atol=1e-4))
+
+    modes = list(plans) + ["plan tensor", "recorded tensor"] + (["session"] if session is not None else []) \
+        + (["generate"] if decode is not None else [])
     for mode in modes:  # warm: every plan prepared and recorded, every kernel compiled
         run(mode, np.ones((N, N), np.float32))
-    device.synchronize()
-    before = (pool.live_buffers, pool.allocated_bytes)
+    before = settled(device)
 
     go, stop = threading.Event(), threading.Event()
     main_thread = threading.main_thread().ident
@@ -116,8 +155,7 @@ def main() -> int:
             go.set()
             a = rng.standard_normal((N, N)).astype(np.float32)
             try:
-                y = run(mode, a)
-                if np.allclose(y, reference(a), rtol=1e-3, atol=1e-4):
+                if run(mode, a):
                     counts[mode]["ok"] += 1
                 else:
                     wrong.append(f"{mode}: wrong result")
@@ -138,15 +176,11 @@ def main() -> int:
     for mode in modes:
         a = rng.standard_normal((N, N)).astype(np.float32)
         try:
-            ok = np.allclose(run(mode, a), reference(a), rtol=1e-3, atol=1e-4)
+            ok = run(mode, a)
             after_checks.append(f"{mode}: {'right' if ok else 'wrong result'}")
         except BaseException as exc:  # noqa: BLE001
             after_checks.append(f"{mode}: {type(exc).__name__}: {exc}"[:300])
-    device.synchronize()
-    deadline = time.monotonic() + 30  # frees complete on the dispatcher once the work they wait for is done
-    while (pool.live_buffers, pool.allocated_bytes) != before and time.monotonic() < deadline:
-        time.sleep(0.01)
-    after = (pool.live_buffers, pool.allocated_bytes)
+    after = settled(device)
     print(json.dumps({"device": device.id, "counts": counts, "wrong": wrong, "after": after_checks,
                       "pool_before": before, "pool_after": after, "handler": handler_installed()}))
     return 0
