@@ -1,7 +1,7 @@
 """Ctrl-C while devicelayer updates its own state: the KeyboardInterrupt waits until the update is whole.
 
 Python raises KeyboardInterrupt in the main thread between any two steps of its code.  Raised half-way
-through a submission (a Vulkan timeline value taken but never submitted, a buffer allocated but not yet
+through a submission (a queue's timeline value taken but never submitted, a buffer allocated but not yet
 owned by the run that frees it), it would leave a device unusable or memory held for good.  So where the
 program left Python's own SIGINT handler in place, devicelayer's handler takes its place: when the main
 thread is inside a function marked ``@protected`` it has the signal sent again a moment later (by a
