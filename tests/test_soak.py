@@ -20,8 +20,9 @@ Tolerances, against a baseline taken after warm-up:
 - live buffers and allocated bytes: exactly 0 (every buffer the soak allocated was freed);
 - free bytes: exactly 0, except on the host, whose figure is the machine's available memory and moves
   with every other process (there allocated bytes stand for it);
-- open file descriptors and threads other than the waiter pool: exactly 0; the waiter pool grows on
-  demand up to its fixed size, so it may grow but never past that size;
+- open file descriptors and threads other than the waiter pool and the callback threads: exactly 0; the
+  waiter pool grows on demand up to its fixed size, so it may grow but never past that size; idle callback
+  threads (started by earlier tests' callbacks) end after a while;
 - RSS: at most 2 MiB.  Measured noise on the CPU devices: under 0.4 MiB, plus at times one 1 MiB arena
   of Python's allocator in use at one snapshot and not at the other; a leak of 1 KiB per cycle or
   10 KiB per plan run goes over it.  Late in a long session a one-off step of up to 3 MiB was seen on
@@ -68,7 +69,7 @@ def excess(result: dict, device: dl.Device) -> list[str]:
             "allocated_bytes": d["allocated_bytes"] == 0,
             "free_bytes": d["free_bytes"] == 0 or device.info.backend == "host",
             "open_fds": d["open_fds"] == 0,
-            "threads": d["threads"] - d["waiter_threads"] == 0,
+            "threads": d["threads"] - d["waiter_threads"] - d["callback_threads"] == 0,
             "waiter_threads": after["waiter_threads"] <= limit,
             "rss_bytes": d["rss_bytes"] <= RSS_SLACK,
             "python_objects": d["python_objects"] <= OBJECT_SLACK,
