@@ -55,6 +55,7 @@ class Snapshot:
     open_fds: int
     threads: int
     waiter_threads: int  # of ``threads``: devicelayer's waiter pool, which grows on demand to a fixed size
+    callback_threads: int  # of ``threads``: devicelayer's callback threads (more while callbacks wait; idle ones end)
     python_objects: int  # objects the garbage collector tracks (containers: buffers, events, lists, dicts)
 
     def minus(self, other: "Snapshot") -> dict[str, int]:
@@ -92,8 +93,9 @@ def snapshot(device: dl.Device) -> Snapshot:
     _trim_c_heap()
     pool = device.pool
     waiters = sum(1 for t in threading.enumerate() if t.name.startswith("devicelayer-waiter"))
+    callbacks = sum(1 for t in threading.enumerate() if t.name.startswith("devicelayer-callback"))
     return Snapshot(pool.free_bytes, pool.allocated_bytes, pool.live_buffers, _rss_bytes(),
-                    len(os.listdir("/proc/self/fd")), _threads(), waiters, len(gc.get_objects()))
+                    len(os.listdir("/proc/self/fd")), _threads(), waiters, callbacks, len(gc.get_objects()))
 
 
 def _aligned(value: int, align: int) -> int:

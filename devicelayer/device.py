@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from . import lifecycle
 from .errors import BackendUnavailable, CompileError, DeviceLayerError, InvalidArgument, LaunchError
-from .events import CompletedEvent, DeferredEvent, Event, check_events, dependency_error, dispatcher
+from .events import (CompletedEvent, DeferredEvent, Event, callback_threads, check_events, dependency_error,
+                     dispatcher)
+from .interrupts import install as install_sigint, protected
 from .info import DeviceInfo
 from .memory import Buffer, MemoryPool
 from .geometry import check_geometry
@@ -92,6 +94,7 @@ class Device:
 
     def __init__(self, info: DeviceInfo) -> None:
         self.info = info
+        install_sigint()  # Ctrl-C never lands half-way through a submission (devicelayer/interrupts.py)
         self._programs: dict[str, Program] = {}
         self._compile_lock = threading.Lock()
         self._submit_lock = threading.RLock()
@@ -342,6 +345,7 @@ class Device:
         return checked, buffers
 
     # -- in-order submission ---------------------------------------------------------
+    @protected
     def _submit(self, label: str, op: Op, wait: Sequence[Event], keepalive: Sequence[Any],
                 buffers: Sequence[Buffer], hold: bool = False) -> Event:
         """Run ``op(native_waits)`` now if every wait is native or done, else defer it behind them; ``hold``
@@ -406,7 +410,7 @@ class Device:
         self._backlog.append((event, op, wait, hold))
         for e in wait:
             if hold or not self._is_native(e):
-                e.add_done_callback(self._kick)
+                e._on_done(self._kick)
         if len(self._backlog) == 1:
             dispatcher.post(self._drain)
         return event
@@ -441,8 +445,13 @@ class Device:
         """Block until all work submitted to the device so far has finished."""
         if self._forked:
             self._check_open()
-        self._wait_backlog(None)
-        self._synchronize()
+        callback_thread = callback_threads.enter_wait()
+        try:
+            self._wait_backlog(None)
+            self._synchronize()
+        finally:
+            if callback_thread:
+                callback_threads.leave_wait()
 
     def close(self, timeout: float | None = None) -> None:
         """Wait for the device's work, then free everything it holds. Further use raises.

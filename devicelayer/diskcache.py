@@ -8,10 +8,17 @@ goes on without the disk cache (once per cache folder, so a process that changes
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
 from pathlib import Path
+from typing import Iterator
+
+try:
+    import fcntl
+except ImportError:  # (not POSIX) writes stay whole; concurrent read-modify-writes may lose an update
+    fcntl = None  # type: ignore[assignment]
 
 _lock = threading.Lock()
 #: the cache folders whose write failure has been reported
@@ -64,3 +71,29 @@ def _why(path: Path, exc: OSError) -> str:
     if folder.exists() and not folder.is_dir():
         return f"{folder} is a file, not a folder"
     return f"{path.name}: {exc.strerror or exc}"
+
+
+@contextlib.contextmanager
+def locked(path: str | os.PathLike) -> Iterator[None]:
+    """Hold an exclusive lock for ``path`` (on ``path.lock``, against other processes and threads) while the
+    block reads, changes and writes it back; without the file lock where the folder cannot hold one (the write
+    then fails and is warned of)."""
+    lock_path = Path(f"{os.fspath(path)}.lock")
+    with _thread_lock:
+        try:
+            lock_path.parent.mkdir(parents=True, exist_ok=True)
+            fh = open(lock_path, "a")
+        except OSError:
+            yield
+            return
+        with fh:
+            if fcntl is not None:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                if fcntl is not None:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+_thread_lock = threading.Lock()  # flock is per open file: threads of one process also take this

@@ -4,10 +4,16 @@
 overrides ``_poll``/``_block``/``_watch`` to read its native completion; work
 that finishes by itself (host tasks, user events, deferred submissions) calls
 ``_finish`` directly.
+
+Two kinds of completion callbacks: the program's (``add_done_callback``) run on
+devicelayer's callback threads, which do no device work, so a callback may submit
+work anywhere and wait for it; devicelayer's own (``_on_done``) run at once on the
+thread that completes the event and never block.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import queue
@@ -17,6 +23,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from . import cpus, lifecycle
 from .errors import BackendUnavailable, EventError, EventTimeout, InvalidArgument
+from .interrupts import protected
 from .threads import DaemonPool
 
 log = logging.getLogger("devicelayer")
@@ -51,7 +58,7 @@ class Event:
     array and buffer the work touches.
     """
 
-    __slots__ = ("label", "device", "_keepalive", "_flag", "_done", "_error", "_callbacks", "_watched",
+    __slots__ = ("label", "device", "_keepalive", "_flag", "_done", "_error", "_callbacks", "_hooks", "_watched",
                  "__weakref__", "__dict__")
 
     def __init__(self, label: str, device: Any = None, keepalive: Sequence[Any] = ()) -> None:
@@ -61,7 +68,9 @@ class Event:
         self._flag: threading.Event | None = None  # made on first blocking wait
         self._done = False
         self._error: BaseException | None = None
+        #: the program's callbacks: pending, then (once done) still to be run by a callback thread; None when none
         self._callbacks: list[Callable[[Event], None]] | None = None
+        self._hooks: list[Callable[[Event], None]] | None = None  # devicelayer's own, run inline on completion
         self._watched = False
 
     def _signal(self) -> threading.Event:
@@ -116,22 +125,27 @@ class Event:
         self._finish(err)
 
     # -- completion --------------------------------------------------------------
+    @protected
     def _finish(self, error: BaseException | None = None) -> None:
-        """Mark the event complete (failed when ``error`` is given) and run its callbacks once."""
+        """Mark the event complete (failed when ``error`` is given): run devicelayer's hooks here, and hand the
+        program's callbacks to a callback thread."""
         with _state_lock:
             if self._done:
                 return
             self._error = error
             self._done = True
-            callbacks, self._callbacks = self._callbacks, None
+            hooks, self._hooks = self._hooks, None
+            callbacks = self._callbacks  # stays set until the callback thread has run them all (order)
             kept, self._keepalive = self._keepalive, ()
             flag = self._flag
         del kept  # outside the lock: what the work kept alive may run code as it is deallocated
         if flag is not None:
             flag.set()
+        if hooks:
+            for hook in hooks:
+                _run_hook(hook, self)
         if callbacks:
-            for cb in callbacks:
-                _run_callback(cb, self)
+            callback_threads.submit(self)
 
     # -- public ------------------------------------------------------------------
     @property
@@ -158,13 +172,19 @@ class Event:
         if timeout is not None and timeout > threading.TIMEOUT_MAX:  # (inf, 1e300): as long as it takes
             timeout = None
         if not self.done:  # (in a forked child, work of the parent's devices raises BackendUnavailable here)
+            callback_thread = callback_threads.enter_wait()
             try:
                 finished = self._block(timeout)
-            except (EventError, KeyboardInterrupt, SystemExit):
-                raise  # the caller's interruption, not the work's failure: the work goes on
-            except BaseException as exc:  # a driver error while waiting is the work's error
+            except EventError:
+                raise
+            except Exception as exc:  # a driver error while waiting is the work's error
                 self._finish(exc)
                 finished = True
+            # anything else (KeyboardInterrupt, SystemExit, ...) is the caller's interruption, not the work's
+            # failure: it reaches the caller and the work goes on
+            finally:
+                if callback_thread:
+                    callback_threads.leave_wait()
             if not finished:
                 raise EventTimeout(f"{self.label}: not complete after {timeout} s")
             if not self._done:
@@ -173,7 +193,10 @@ class Event:
             raise EventError(f"{self.label} failed: {self._error}") from self._error
 
     def add_done_callback(self, fn: Callable[["Event"], None]) -> None:
-        """Call ``fn(event)`` once the event completes (at once if it already has), from any thread."""
+        """Call ``fn(event)`` once the event completes, on a devicelayer callback thread (one that runs no
+        device's work, so ``fn`` may submit work and wait for it); an event's callbacks run one after another
+        in the order they were added.  Once the event is complete and its earlier callbacks have run, ``fn``
+        runs at once on the calling thread.  What ``fn`` raises is logged."""
         if not callable(fn):
             raise InvalidArgument(f"add_done_callback: expected a callable, got {type(fn).__name__}")
         if not self._done:
@@ -181,18 +204,41 @@ class Event:
             if forked is not None:  # (it would never complete here)
                 raise forked
         with _state_lock:
-            if not self._done:
+            if self._done and self._callbacks is None:
+                pending = False
+            else:
                 if self._callbacks is None:
                     self._callbacks = []
-                self._callbacks.append(fn)
-                start_watch = not self._watched
-                self._watched = True
+                self._callbacks.append(fn)  # pending, or behind the callbacks a callback thread is running
+                pending = True
+        if not pending:
+            _run_callback(fn, self)
+        else:
+            self._start_watch()
+
+    @protected
+    def _on_done(self, fn: Callable[["Event"], None]) -> None:
+        """devicelayer's own completion hook: ``fn(event)`` runs on the thread that completes the event (at once
+        if it is complete), before the program's callbacks; it must neither block nor wait."""
+        with _state_lock:
+            if not self._done:
+                if self._hooks is None:
+                    self._hooks = []
+                self._hooks.append(fn)
                 fn = None  # type: ignore[assignment]
         if fn is not None:
-            _run_callback(fn, self)
-        elif start_watch:
-            if self.done:
+            _run_hook(fn, self)
+        else:
+            self._start_watch()
+
+    @protected
+    def _start_watch(self) -> None:
+        """Make sure something will call ``_finish`` (once per event)."""
+        with _state_lock:
+            if self._watched or self._done:
                 return
+            self._watched = True
+        if not self.done:
             self._watch()
 
     def __repr__(self) -> str:
@@ -207,6 +253,135 @@ def _run_callback(cb: Callable[[Event], None], ev: Event) -> None:
         if isinstance(exc, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
             raise
         log.exception("devicelayer: callback of %s raised", ev.label)
+
+
+def _run_hook(hook: Callable[[Event], None], ev: Event) -> None:
+    try:
+        hook(ev)
+    except Exception:  # noqa: BLE001 - one hook's bug must not keep the others (and the callbacks) from running
+        log.exception("devicelayer: completion hook of %s raised", ev.label)
+
+
+class CallbackThreads:
+    """The threads that run the program's done callbacks.
+
+    One thread at first; another starts when a callback is waiting to run and every callback thread is
+    blocked in a devicelayer wait (``Event.wait``, ``Device.synchronize``), so a callback that waits for what
+    another callback does cannot hold the rest back.  Up to ``MAX_THREADS``; those past the first end after
+    ``IDLE_SECONDS`` without work.  An event's callbacks run on one thread, in order.
+    """
+
+    MAX_THREADS = 32
+    IDLE_SECONDS = 2.0
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._jobs: collections.deque[Event] = collections.deque()
+        self._threads = 0   # started and not ended
+        self._idle = 0      # waiting for a job
+        self._blocked = 0   # inside a devicelayer wait while running a callback
+        self._busy = 0      # jobs being run
+        self._idents: set[int] = set()
+        self._serial = 0
+
+    def submit(self, ev: Event) -> None:
+        """Run ``ev``'s callbacks on a callback thread."""
+        with self._cond:
+            self._jobs.append(ev)
+            if self._idle:
+                self._cond.notify()
+            elif self._threads - self._blocked <= 0:
+                self._spawn()
+
+    def _spawn(self) -> None:
+        """Start one more thread (lock held) unless ``MAX_THREADS`` run already."""
+        if self._threads >= self.MAX_THREADS:
+            return
+        self._threads += 1
+        self._serial += 1
+        t = threading.Thread(target=self._loop, name=f"devicelayer-callback-{self._serial}", daemon=True)
+        try:
+            t.start()
+        except RuntimeError:  # interpreter shutdown: no new threads
+            self._threads -= 1
+
+    def enter_wait(self) -> bool:
+        """Called before a devicelayer wait: True on a callback thread, which may then be stood in for."""
+        if threading.get_ident() not in self._idents:
+            return False
+        with self._cond:
+            self._blocked += 1
+            if self._jobs and not self._idle and self._threads - self._blocked <= 0:
+                self._spawn()
+        return True
+
+    def leave_wait(self) -> None:
+        """Called after a wait that ``enter_wait`` counted."""
+        with self._cond:
+            self._blocked -= 1
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait until every callback handed over so far has run; False if some still run after ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while self._jobs or self._busy:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(0.01 if left is None else min(left, 0.01))
+            return True
+
+    @property
+    def threads(self) -> int:
+        """Callback threads alive now."""
+        return self._threads
+
+    def _loop(self) -> None:
+        cpus.use_every_cpu()
+        me = threading.get_ident()
+        with self._cond:
+            self._idents.add(me)
+        ev: Event | None = None
+        try:
+            while True:
+                with self._cond:
+                    while not self._jobs:
+                        self._idle += 1
+                        woken = self._cond.wait(None if self._threads == 1 else self.IDLE_SECONDS)
+                        self._idle -= 1
+                        if not woken and not self._jobs and self._threads > 1:
+                            return
+                    ev = self._jobs.popleft()
+                    self._busy += 1
+                try:
+                    self._run(ev)
+                finally:
+                    ev = None
+                    with self._cond:
+                        self._busy -= 1
+                        if not self._jobs and not self._busy:
+                            self._cond.notify_all()  # join()
+        finally:
+            with self._cond:
+                self._threads -= 1
+                self._idents.discard(me)
+                if self._jobs and self._threads - self._blocked <= 0:
+                    self._spawn()
+
+    @staticmethod
+    def _run(ev: Event) -> None:
+        """Run ``ev``'s callbacks in order, those added while they run too."""
+        while True:
+            with _state_lock:
+                pending = ev._callbacks
+                if not pending:
+                    ev._callbacks = None
+                    return
+                fn = pending.pop(0)
+            _run_callback(fn, ev)
+
+
+callback_threads = CallbackThreads()
 
 
 class UserEvent(Event):
@@ -226,6 +401,7 @@ class UserEvent(Event):
             raise InvalidArgument(f"{self.label}: fail() takes an exception or a message, got {type(error).__name__}")
         self._settle(error if isinstance(error, BaseException) else EventError(error))
 
+    @protected
     def _settle(self, error: BaseException | None) -> None:
         """Complete the event once; a second set() or fail() is refused, not ignored."""
         with _state_lock:
@@ -254,10 +430,11 @@ class DeferredEvent(Event):
         super().__init__(label, device, keepalive)
         self.native: Event | None = None
 
+    @protected
     def bind(self, native: Event) -> None:
         """Follow ``native`` from now on: complete when it completes, with its error."""
         self.native = native
-        native.add_done_callback(lambda ev: self._finish(ev.error))
+        native._on_done(lambda ev: self._finish(ev.error))
 
     def _poll(self) -> bool:
         native = self.native
@@ -298,6 +475,7 @@ def check_events(wait: Iterable[Any] | None, where: str) -> tuple[Event, ...]:
     return events
 
 
+@protected
 def when_all(events: Iterable[Event], label: str = "when_all") -> Event:
     """An event that completes when all ``events`` have; it fails with the first failure."""
     events = check_events(events, label)
@@ -319,7 +497,7 @@ def when_all(events: Iterable[Event], label: str = "when_all") -> Event:
             join._finish()
 
     for e in events:
-        e.add_done_callback(one_done)
+        e._on_done(one_done)
     return join
 
 
@@ -365,3 +543,4 @@ dispatcher = Dispatcher()
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reinit_after_fork)
     os.register_at_fork(after_in_child=dispatcher._reset)
+    os.register_at_fork(after_in_child=callback_threads.__init__)  # its threads stayed in the parent

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .device import Device
-from .diskcache import cache_dir, write
+from .diskcache import cache_dir, locked, write
 
 #: version of the cached figures; bumped when what is measured changes
 MEASURE_SCHEMA = 1
@@ -40,10 +40,13 @@ def cached(device: Device) -> dict[str, Any] | None:
 
 
 def _store(device: Device, figures: dict[str, Any]) -> None:
-    """Add the figures to the cache (a cache that cannot be written is warned of once and skipped)."""
-    data = _load()
-    data[_key(device)] = figures
-    write(cache_path(), json.dumps(data, indent=1).encode())
+    """Add the figures to the cache, under a lock, so figures other processes store at the same time are kept (a
+    cache that cannot be written is warned of once and skipped)."""
+    path = cache_path()
+    with locked(path):
+        data = _load()
+        data[_key(device)] = figures
+        write(path, json.dumps(data, indent=1).encode())
 
 
 def _median_time(fn: Callable[[], Any], repeat: int) -> float:

@@ -12,6 +12,7 @@ import numpy as np
 from . import dtypes, reclaim
 from .errors import DLPackError, InvalidArgument, OutOfMemory
 from .events import CompletedEvent, Event, check_events, dispatcher, when_all
+from .interrupts import protected
 
 if TYPE_CHECKING:
     from .device import Device
@@ -327,6 +328,7 @@ class MemoryPool:
         return self._live
 
     # -- public --------------------------------------------------------------------
+    @protected
     def allocate(self, nbytes: int, dtype: Any = None) -> Buffer:
         """A new buffer of ``nbytes`` bytes; ``dtype`` (optional) is checked on upload and download."""
         if isinstance(nbytes, bool) or not isinstance(nbytes, (int, np.integer)):
@@ -385,6 +387,7 @@ class MemoryPool:
             raise failure
         raise OutOfMemory(f"{self.device.id}: could not allocate {nbytes} bytes: {failure}") from failure
 
+    @protected
     def adopt(self, handle: Any, nbytes: int, dtype: Any = None, *, offset: int = 0, foreign: Any = None) -> Buffer:
         """Wrap memory the backend did not allocate here (DLPack import) as a buffer starting ``offset`` bytes
         into ``handle``; freeing it releases it through ``_release``.  ``foreign`` says whose memory it is."""
@@ -405,6 +408,7 @@ class MemoryPool:
                                             buffer._cache)
         return buffer
 
+    @protected
     def free(self, buffer: Buffer, wait: Sequence[Event] = ()) -> Event:
         """Free ``buffer`` once ``wait`` and all work already using it completes; never blocks.
 
@@ -434,7 +438,7 @@ class MemoryPool:
         def release(_: Event) -> None:
             dispatcher.post(lambda: (self._release_buffer(buffer), released._finish()))
 
-        when_all(pending, "free").add_done_callback(release)
+        when_all(pending, "free")._on_done(release)
         return released
 
     def _release_buffer(self, buffer: Buffer) -> None:

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 from .errors import InvalidArgument
 from .events import Event
+from .interrupts import protected
 from .memory import Buffer
 
 
@@ -84,6 +85,7 @@ class Recording:
         self.items.append(item)
         self.buffers.extend(buffers)
 
+    @protected
     def finish(self) -> "Recording":
         """Close the recording and build the device's native form of it."""
         self._open("finish")
@@ -106,6 +108,7 @@ class Recording:
                            lambda waits: dev._replay_recording(native, waits), wait,
                            (native, [b.handle for b in roots]), roots)
 
+    @protected
     def release(self) -> None:
         """Drop the native form (after the replays already submitted finish); the recording cannot be used again.
 

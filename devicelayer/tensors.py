@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -10,6 +10,7 @@ from .casting import to_dtype
 from .device import Device
 from .errors import InvalidArgument
 from .events import CompletedEvent, Event
+from .interrupts import protected
 from .memory import Buffer, check_shape, check_unmasked, device_dtype
 
 
@@ -68,6 +69,7 @@ class Tensor:
             raise InvalidArgument(f"cannot reshape {self.shape} to {shape}")
         return Tensor(self.buffer, shape, self.dtype, self.ready, self.readonly)
 
+    @protected
     def to(self, device: Device | str) -> "Tensor":
         """This tensor on ``device``: a new Tensor copied there by the fastest path (asynchronously; ``ready``
         says when), or this very Tensor when it already lives there."""
@@ -135,6 +137,7 @@ class Tensor:
                 + "".join(f", {f}" for f in flags) + ">")
 
 
+@protected
 def tensor(array: Any, device: Device | str, dtype: Any = None, wait: Sequence[Event] = ()) -> Tensor:
     """Upload ``array`` to ``device`` as a Tensor (asynchronously; ``tensor.ready`` says when)."""
     from .registry import device as find
@@ -161,6 +164,15 @@ def tensor(array: Any, device: Device | str, dtype: Any = None, wait: Sequence[E
     return Tensor(buf, arr.shape, arr.dtype, ev)
 
 
+@protected
+def free_all(tensors: Iterable[Tensor]) -> None:
+    """``free()`` each Tensor that owns its buffer (views are skipped), every one of them even under Ctrl-C."""
+    for t in tensors:
+        if t.buffer.base is None:
+            t.free()
+
+
+@protected
 def empty(shape: Sequence[int], dtype: Any, device: Device | str) -> Tensor:
     """An uninitialised tensor on ``device``."""
     from .registry import device as find

@@ -11,12 +11,14 @@ import numpy as np
 from . import lifecycle
 from .errors import InvalidArgument
 from .events import Event, check_events, when_all
+from .interrupts import protected
 from .memory import Buffer, MemoryPool, check_same_dtype
 
 #: bytes per chunk when staging through host memory (two chunks in flight)
 STAGING_CHUNK = 8 << 20
 
 
+@protected
 def transfer(src: Buffer, dst_pool: MemoryPool, wait: Sequence[Event] = ()) -> tuple[Buffer, Event]:
     """Copy ``src`` into a new buffer of ``dst_pool``; returns (buffer, event). Never blocks.
 
@@ -39,6 +41,7 @@ def transfer(src: Buffer, dst_pool: MemoryPool, wait: Sequence[Event] = ()) -> t
     return dst, event
 
 
+@protected
 def copy_between(dst: Buffer, src: Buffer, wait: Sequence[Event] = ()) -> Event:
     """Copy ``src`` into the existing ``dst`` of the same size (and dtype, where both have one), in any two pools,
     by the fastest path."""
@@ -136,7 +139,7 @@ def _staged(dst: Buffer, src: Buffer, wait: tuple[Event, ...]) -> Event:
         slot_free[k] = [up]
         uploads.append(up)
     done = when_all(uploads, f"transfer {src.nbytes} B {src.pool.device.id} -> {dst.pool.device.id}")
-    done.add_done_callback(lambda _: [_staging.give(src.pool, s) for s in slots])
+    done._on_done(lambda _: [_staging.give(src.pool, s) for s in slots])
     src._track(done)
     dst._track(done)
     return done

@@ -23,12 +23,17 @@ class SlowNative(Event):
         return self.gate.wait(timeout)
 
 
+def _threads_but_callbacks() -> int:
+    """Threads alive, not counting the callback threads (they run the program's callbacks, no device work)."""
+    return sum(1 for t in threading.enumerate() if not t.name.startswith("devicelayer-callback"))
+
+
 def test_deferred_events_do_not_occupy_waiter_threads(monkeypatch):
     from concurrent.futures import ThreadPoolExecutor
 
     private = ThreadPoolExecutor(max_workers=4, thread_name_prefix="test-waiter")
     monkeypatch.setattr(ev_module, "_waiters", private)  # a pool of our own: other tests' events stay out
-    before = threading.active_count()
+    before = _threads_but_callbacks()
     deferred = [DeferredEvent(f"d{i}", None) for i in range(64)]
     seen = []
     for d in deferred:
@@ -39,9 +44,10 @@ def test_deferred_events_do_not_occupy_waiter_threads(monkeypatch):
     native.wait(10)
     # at most the one waiter the native needed was started; none parked on the 64 deferred events
     assert private._work_queue.qsize() == 0
-    assert threading.active_count() - before <= 2
+    assert _threads_but_callbacks() - before <= 2
     for d in deferred:
         d._finish()
+    assert ev_module.callback_threads.join(10)
     assert len(seen) == 65
     private.shutdown()
 
@@ -95,6 +101,7 @@ def test_a_callback_that_raises_anything_is_logged_and_the_device_goes_on(device
     up.add_done_callback(bail)
     gate.set()
     up.wait(60)
+    assert ev_module.callback_threads.join(60)
     for _ in range(3):  # the thread that ran the callback still serves the device
         np.testing.assert_array_equal(t.numpy(), np.arange(4, dtype=np.float32))
     assert any("callback" in r.getMessage() for r in caplog.records)

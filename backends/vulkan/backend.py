@@ -593,6 +593,15 @@ class VulkanPool(MemoryPool):
 _CACHE_MARK = b"devicelayer-sha256:"  # before the checksum that ends a pipeline cache file
 
 
+def pipeline_cache_body(data: bytes) -> bytes:
+    """The driver's data in a pipeline cache file's bytes; b"" when the checksum that ends it does not match
+    (a damaged file is never given to the driver)."""
+    body, trailer = data[:-len(_CACHE_MARK) - 32], data[-len(_CACHE_MARK) - 32:]
+    if not trailer.startswith(_CACHE_MARK) or hashlib.sha256(body).digest() != trailer[len(_CACHE_MARK):]:
+        return b""
+    return body
+
+
 # -- device --------------------------------------------------------------------------------------------------------
 class VulkanDevice(Device):
     """One Vulkan physical device: one compute queue, one timeline semaphore, sub-allocated memory."""
@@ -1056,11 +1065,7 @@ class VulkanDevice(Device):
         except OSError:
             data = b""
         whole = len(data)
-        # the file is the driver's data and a checksum of it: a damaged or half-written file is not given to the driver
-        body, trailer = data[:-len(_CACHE_MARK) - 32], data[-len(_CACHE_MARK) - 32:]
-        if not trailer.startswith(_CACHE_MARK) or hashlib.sha256(body).digest() != trailer[len(_CACHE_MARK):]:
-            body = b""
-        data = body
+        data = pipeline_cache_body(data)
         if len(data) < 32 or struct.unpack_from("<II", data, 4) != (1, phys.vendor_id) or \
                 struct.unpack_from("<I", data, 12)[0] != phys.device_id:
             data = b""

@@ -25,6 +25,7 @@ import numpy as np
 from ..casting import to_dtype
 from ..device import Device, refuse_forked
 from ..errors import GraphError, InvalidArgument
+from ..interrupts import protected
 from ..tensors import Tensor
 from .constants import ConstantStore
 from .ir import Graph
@@ -280,35 +281,30 @@ class DynamicPlan:
             while stage is not None:
                 seg, pinned = stage.segment(values)
                 segments.append(seg)
-                out = self._execute(seg, values, pinned, profile, to_numpy and seg.spec.cut is None)
-                for t in _leaves(out):
-                    if isinstance(t, Tensor) and id(t) not in fed:
-                        owned[id(t)] = t
+                out = self._execute(seg, values, pinned, profile, to_numpy and seg.spec.cut is None, owned, fed)
                 cut = seg.spec.cut
                 if cut is None:
                     results = {name: out[name] for name in self.outputs}
                     break
                 values = self._cross(cut, out)
-                for t in _leaves(values):
-                    if isinstance(t, Tensor) and id(t) not in fed:
-                        owned[id(t)] = t
+                _own(owned, values, fed)
                 stage = seg.next
-        except BaseException:
+            self.last_segments = segments
+            if to_numpy:
+                results = {name: _to_numpy(x) for name, x in results.items()}
+                keep: set[int] = set()
+            else:
+                keep = {id(t) for t in _leaves(results) if isinstance(t, Tensor)}
+        except BaseException:  # a failure or a Ctrl-C: nothing made by the run is kept
             _free(owned.values())
             raise
-        self.last_segments = segments
-        if to_numpy:
-            results = {name: _to_numpy(x) for name, x in results.items()}
-            keep: set[int] = set()
-        else:
-            keep = {id(t) for t in _leaves(results) if isinstance(t, Tensor)}
         _free(t for i, t in owned.items() if i not in keep)
         return results
 
     def _execute(self, seg: Segment, values: Mapping[str, Any], pinned: Mapping[str, np.ndarray],
-                 profile: bool, to_numpy: bool) -> dict[str, Any]:
+                 profile: bool, to_numpy: bool, owned: dict[int, Tensor], fed: set[int]) -> dict[str, Any]:
         """Run one segment: its plan on the values flowing in; returns what it hands on, by name (NumPy arrays
-        for the plan's outputs with ``to_numpy``, else Tensors)."""
+        for the plan's outputs with ``to_numpy``, else Tensors).  The Tensors it makes go into ``owned``."""
         spec = seg.spec
         feeds: dict[str, Any] = {}
         for v in spec.graph.inputs:
@@ -322,6 +318,7 @@ class DynamicPlan:
             produced = seg.plan.run_numpy(feeds, profile=profile)
         else:
             produced = seg.plan.run(feeds, profile=profile)
+            _own(owned, produced, fed)
         out: dict[str, Any] = dict(spec.constants)
 
         for name, g in spec.outputs.items():
@@ -532,6 +529,15 @@ def _leaves(x: Any) -> list[Any]:
     return [x]
 
 
+@protected
+def _own(owned: dict[int, Tensor], values: Mapping[str, Any], fed: set[int]) -> None:
+    """Add the Tensors among ``values`` that were not fed to the run to ``owned`` (freed at its end)."""
+    for t in _leaves(values):
+        if isinstance(t, Tensor) and id(t) not in fed:
+            owned[id(t)] = t
+
+
+@protected
 def _free(tensors: Any) -> None:
     seen = set()
     for t in tensors:

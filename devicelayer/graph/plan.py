@@ -19,6 +19,7 @@ from ..casting import to_dtype
 from ..device import Device, refuse_forked
 from ..errors import DeviceLayerError, EventError, GraphError, InvalidArgument
 from ..events import Event
+from ..interrupts import protected
 from ..kernels.op import FLAG_SIZE, Alias, Flag, Plan as OpPlan, TensorType, flag_error, get
 from ..kernels.runner import execute, plan_for, programs
 from ..memory import Buffer
@@ -314,12 +315,10 @@ class ExecutionPlan:
         if self._record and not profile:
             return self._locked(inputs, profile, True)
         tensors = self.run(inputs, profile=profile)
-        arrays = {name: t.numpy() for name, t in tensors.items()}
-        fed = {id(x.buffer) for x in inputs.values() if isinstance(x, Tensor)}
-        for t in {id(t.buffer): t for t in tensors.values()}.values():
-            if id(t.buffer) not in fed and t.buffer.base is None and not t.buffer.freed:
-                t.device.pool.free(t.buffer)
-        return arrays
+        try:
+            return {name: t.numpy() for name, t in tensors.items()}
+        finally:  # a Ctrl-C while reading them too
+            _free_outputs(tensors, inputs)
 
     def run(self, inputs: Mapping[str, Any], profile: bool = False) -> dict[str, Tensor]:
         """Run with NumPy arrays or device Tensors as inputs; returns output Tensors (each in its own buffer).
@@ -369,6 +368,7 @@ class ExecutionPlan:
         return results
 
     @staticmethod
+    @protected
     def _free_results(results: Mapping[str, Any]) -> None:
         for t in results.values():
             if isinstance(t, Tensor) and not t.buffer.freed and t.buffer.base is None:
@@ -423,6 +423,7 @@ class ExecutionPlan:
         def after(*devs: Device) -> list[Event]:
             return [last[id(d)] for d in devs if id(d) in last]
 
+        @protected  # (a Ctrl-C between the allocation and its entry in ``owned`` would leak the buffer)
         def fresh(dev: Device, v_id: int) -> Buffer:
             t = types[v_id]
             buf = dev.pool.allocate(_nbytes(t), t.dtype)
@@ -491,7 +492,7 @@ class ExecutionPlan:
                         record = {"node": node.name, "op": node.op, "device": dev.id,
                                   "submitted": t0 - t_start, "host_us": (t1 - t0) * 1e6}
                         timeline.append(record)
-                        event.add_done_callback(lambda _e, r=record: r.setdefault(
+                        event._on_done(lambda _e, r=record: r.setdefault(
                             "completed", time.perf_counter() - t_start))
             self.last_submit_seconds = time.perf_counter() - t_start
             results: dict[str, Tensor] = {}
@@ -509,14 +510,9 @@ class ExecutionPlan:
             if prepared.flags:
                 _check_flags(prepared.flags, node_events)
         except BaseException:
-            for dev, buf in owned:  # the outputs too: a failed run returns none of them
-                if not buf.freed:
-                    dev.pool.free(buf)
+            _free_owned(owned, ())  # the outputs too: a failed or interrupted run returns none of them
             raise
-        keep = {id(t.buffer) for t in results.values()}
-        for dev, buf in owned:
-            if id(buf) not in keep:
-                dev.pool.free(buf)
+        _free_owned(owned, results.values())
         if profile:
             self.last_profile = _finish_profile(timeline, node_events, t_start)
         return results
@@ -611,6 +607,24 @@ def _check_flags(flags: list[tuple[Node, Flag, Buffer]], node_events: list[tuple
         error = flag_error(flag, contents)
         if error is not None:
             raise InvalidArgument(f"node {node.name!r} ({node.op}): {error}") from None
+
+
+@protected
+def _free_owned(owned: list[tuple[Device, Buffer]], kept: Any) -> None:
+    """Free the buffers a run made, but those of the Tensors ``kept`` (what it returns)."""
+    keep = {id(t.buffer) for t in kept}
+    for dev, buf in owned:
+        if id(buf) not in keep and not buf.freed:
+            dev.pool.free(buf)
+
+
+@protected
+def _free_outputs(tensors: Mapping[str, Tensor], inputs: Mapping[str, Any]) -> None:
+    """Free the output Tensors of a run that were read into NumPy arrays (not those that are inputs)."""
+    fed = {id(x.buffer) for x in inputs.values() if isinstance(x, Tensor)}
+    for t in {id(t.buffer): t for t in tensors.values()}.values():
+        if id(t.buffer) not in fed and t.buffer.base is None and not t.buffer.freed:
+            t.device.pool.free(t.buffer)
 
 
 def _release_prepared(cache: dict[tuple, Prepared]) -> None:

@@ -18,6 +18,7 @@ import numpy as np
 from ..device import Device
 from ..errors import DeviceLayerError, GraphError
 from ..events import Event
+from ..interrupts import protected
 from ..kernels.op import get
 from ..kernels.runner import record
 from ..memory import Buffer, MemoryPool
@@ -189,9 +190,41 @@ def run(replay: Replay, feeds: Mapping[int, Any], types: Mapping[int, Any], to_n
 
 def _collect(replay: Replay, feeds: Mapping[int, Any], types: Mapping[int, Any],
              ready: dict[tuple[int, int], Event], to_numpy: bool, devices: list[Device]) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    try:
+        return _collect_into(results, replay, feeds, types, ready, to_numpy, devices)
+    except BaseException:  # (a Ctrl-C too) the Tensors made here go with the run
+        _free_made(results, feeds)
+        raise
+
+
+@protected
+def _free_made(results: Mapping[str, Any], feeds: Mapping[int, Any]) -> None:
+    """Free the output Tensors ``_collect`` made (not inputs returned as they are)."""
+    fed = {id(x) for x in feeds.values()}
+    for t in results.values():
+        if isinstance(t, Tensor) and id(t) not in fed and t.buffer.base is None and not t.buffer.freed:
+            t.device.pool.free(t.buffer)
+
+
+@protected
+def _output_tensor(results: dict[str, Any], name: str, home: Device, src: Buffer, t: Any,
+                   waits: list[Event]) -> None:
+    """``results[name]``: a Tensor of its own holding a copy of the output in ``src``."""
+    n = t.size * t.dtype.itemsize
+    buf = home.pool.allocate(_nbytes(t), t.dtype)
+    try:
+        ev = home.pool.copy(buf.view(0, n, np.uint8), src.view(0, n, np.uint8), waits) if n else None
+    except BaseException:
+        home.pool.free(buf)
+        raise
+    results[name] = Tensor(buf, t.shape, t.dtype, ev)
+
+
+def _collect_into(results: dict[str, Any], replay: Replay, feeds: Mapping[int, Any], types: Mapping[int, Any],
+                  ready: dict[tuple[int, int], Event], to_numpy: bool, devices: list[Device]) -> dict[str, Any]:
     from .plan import _host_tensor
 
-    results: dict[str, Any] = {}
     pending: list[Event] = []
     staged: list[tuple[np.ndarray, np.ndarray]] = []  # (user array, staging array) copied once downloaded
     for name, (v, home) in replay.outputs.items():
@@ -217,9 +250,7 @@ def _collect(replay: Replay, feeds: Mapping[int, Any], types: Mapping[int, Any],
                 pending.append(home.pool.download(src.view(0, n, t.dtype), out.reshape(-1), waits))
             results[name] = out
         else:
-            buf = home.pool.allocate(_nbytes(t), t.dtype)
-            ev = home.pool.copy(buf.view(0, n, np.uint8), src.view(0, n, np.uint8), waits) if n else None
-            results[name] = Tensor(buf, t.shape, t.dtype, ev)
+            _output_tensor(results, name, home, src, t, waits)
     for e in pending:
         e.wait()
     for out, stage in staged:

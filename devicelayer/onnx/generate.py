@@ -21,6 +21,7 @@ import numpy as np
 
 from ..casting import to_dtype
 from ..errors import GraphError, InvalidArgument
+from ..interrupts import protected
 from ..tensors import Tensor, tensor
 
 
@@ -113,16 +114,18 @@ class Generator:
                 raise InvalidArgument(f"cannot make an empty cache for {s.name!r} from its dimensions {s.dims}")
             empty.append(np.zeros(shape, s.dtype))
         t0 = time.perf_counter()
-        out = plan.run(self._feeds(prompt, np.arange(length)[None].repeat(batch, 0), np.ones((batch, length),
-                                                                                            np.int64), empty))
-        token = self._next(out)
-        result = Generation(np.empty((batch, 0), np.int64), time.perf_counter() - t0)
-        cache = [out[n] for n in self.presents]
-        tokens = [token]
-        if progress is not None:
-            progress(1)
-        pads = 0
-        try:
+        out: dict[str, Any] = {}
+        cache: list[Any] = []
+        try:  # however it ends (an error, a Ctrl-C), the Tensors of the last run and the cache are freed
+            out = plan.run(self._feeds(prompt, np.arange(length)[None].repeat(batch, 0),
+                                       np.ones((batch, length), np.int64), empty))
+            token = self._next(out)
+            result = Generation(np.empty((batch, 0), np.int64), time.perf_counter() - t0)
+            cache = [out[n] for n in self.presents]
+            tokens = [token]
+            if progress is not None:
+                progress(1)
+            pads = 0
             while len(tokens) < max_new_tokens and not (eos is not None and np.all(token == eos)):
                 t0 = time.perf_counter()
                 if self.bucket and pads == 0:
@@ -136,7 +139,7 @@ class Generator:
                 _release(cache)
                 cache = [out[n] for n in self.presents]
                 if self.bucket:
-                    cache = [self._drop_first(c) for c in cache]
+                    cache = self._drop_first(cache)
                     pads -= 1
                 length += 1
                 tokens.append(token)
@@ -145,6 +148,7 @@ class Generator:
                     progress(len(tokens))
         finally:
             _release(cache)
+            _release(list(out.values()))
         after = plan.cache_info()
         result.tokens = np.stack(tokens, axis=1)
         result.prepares = after["misses"] - before["misses"]
@@ -152,13 +156,14 @@ class Generator:
         return result
 
     def _next(self, out: dict[str, Any]) -> np.ndarray:
-        logits = out.pop(self.logits)
+        logits = out[self.logits]
         arr = logits.numpy() if isinstance(logits, Tensor) else np.asarray(logits)
         _release([logits])
         if arr.ndim != 3:
             raise GraphError(f"logits of shape {arr.shape}: expected (batch, sequence, vocab)")
         return arr[:, -1].argmax(-1).astype(np.int64)
 
+    @protected
     def _grow(self, cache: list[Any], length: int) -> tuple[list[Any], int]:
         """The cache padded at the front to the next multiple of the bucket above ``length``."""
         capacity = (length // self.bucket + 1) * self.bucket
@@ -177,22 +182,27 @@ class Generator:
                 grown.append(np.concatenate([np.zeros(shape, c.dtype), c], axis=self.axis))
         return grown, pads
 
-    def _drop_first(self, c: Any) -> Any:
-        """``c`` without its first position along the sequence axis (a padding position)."""
-        n = c.shape[self.axis]
-        if isinstance(c, Tensor):
-            from .. import ops
+    @protected
+    def _drop_first(self, cache: list[Any]) -> list[Any]:
+        """Each of ``cache`` without its first position along the sequence axis (a padding position)."""
+        from .. import ops
 
-            out = ops.slice(c, starts=[1], ends=[n], axes=[self.axis])
-            _release([c])
-            return out
-        return np.take(c, np.arange(1, n), axis=self.axis)
+        dropped = []
+        for c in cache:
+            n = c.shape[self.axis]
+            if isinstance(c, Tensor):
+                dropped.append(ops.slice(c, starts=[1], ends=[n], axes=[self.axis]))
+                _release([c])
+            else:
+                dropped.append(np.take(c, np.arange(1, n), axis=self.axis))
+        return dropped
 
     def release(self) -> None:
         """Free the plan's specialisations."""
         self.plan.release()
 
 
+@protected
 def _release(tensors: Sequence[Any]) -> None:
     for t in tensors:
         if isinstance(t, Tensor) and t.buffer.base is None and not t.buffer.freed:

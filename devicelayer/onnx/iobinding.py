@@ -23,11 +23,11 @@ import numpy as np
 
 from ..device import Device
 from ..dlpack import Foreign
-from ..errors import DeviceLayerError, InvalidArgument
+from ..errors import InvalidArgument
 from ..events import Event
 from ..interop import from_dlpack
 from ..memory import check_shape, device_dtype
-from ..tensors import Tensor, tensor
+from ..tensors import Tensor, free_all as _free_all, tensor
 from ..transfer import copy_between
 from .providers import device_named
 
@@ -178,7 +178,7 @@ class IOBinding:
                 made.append(self._place(name, results[name], taken, keep, pending))
             for ev in pending:
                 ev.wait()
-        except DeviceLayerError:
+        except BaseException:  # a failure or a Ctrl-C: the run's outputs go
             _free_all(t for r in results.values() for t in _tensors(r) if id(t.buffer.root) not in keep)
             _free_all(taken)
             raise
@@ -306,7 +306,3 @@ def _tensors(x: Any) -> list[Tensor]:
     return []
 
 
-def _free_all(tensors: Any) -> None:
-    for t in tensors:
-        if t.buffer.base is None:
-            t.free()

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..casting import to_dtype
 from ..errors import InvalidArgument
-from ..tensors import Tensor
+from ..tensors import Tensor, free_all as _free_all
 from . import providers as _providers
 from .loader import read_model
 from .model import OnnxModel
@@ -246,8 +246,7 @@ class InferenceSession:
         try:
             out = self._plan.run_numpy(feeds, profile=self._profiling)
         finally:
-            for t in wrapped:
-                t.free()
+            _free_all(wrapped)
         return [out[n] for n in names]
 
     def io_binding(self) -> Any:
@@ -345,8 +344,7 @@ class InferenceSession:
                     wrapped.append(x)
                 feeds[name] = x
         except BaseException:
-            for t in wrapped:
-                t.free()
+            _free_all(wrapped)
             raise
         return feeds, wrapped
 
