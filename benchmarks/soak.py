@@ -35,6 +35,7 @@ from typing import Callable
 import numpy as np
 
 import devicelayer as dl
+from devicelayer.memory import settle
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MAX_SIZE = 16 << 20  # largest allocation of the cycles
@@ -89,6 +90,7 @@ def _trim_c_heap() -> None:
 def snapshot(device: dl.Device) -> Snapshot:
     """The device's pool figures and the process's resources once its work and garbage are gone."""
     device.synchronize()
+    settle(60)  # memory of buffers and tensors the cycles dropped goes back (devicelayer/reclaim.py)
     gc.collect()
     _trim_c_heap()
     pool = device.pool

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 import devicelayer as dl
+from devicelayer.memory import settle
 from benchmarks.soak import SHAPE, soak_graph, soak_reference
 from devicelayer.events import callback_threads
 
@@ -65,6 +66,7 @@ def state(devices: list[dl.Device]) -> State:
     """The state once the devices are idle and garbage collected."""
     for d in devices:
         d.synchronize()
+    settle(60)  # memory of buffers and tensors the threads dropped goes back (devicelayer/reclaim.py)
     gc.collect()
     names = [t.name for t in threading.enumerate()]
     waiters = sum(n.startswith("devicelayer-waiter") for n in names)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import gc
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
@@ -187,6 +188,22 @@ def _release_dropped(pool: "MemoryPool", held: list[Any], nbytes: int, uses: dic
         return
     when_all(pending, "free").add_done_callback(
         lambda _: dispatcher.post(lambda: pool._release_held(held, nbytes, cache)))
+
+
+def settle(timeout: float = 30.0) -> bool:
+    """Wait until the memory of buffers the program has dropped, whose work is done, has been released (cycles
+    collected first); False if ``timeout`` passed first.  For measuring memory: the release runs on background
+    threads (the reclaim thread, then the dispatcher for buffers whose work was still pending)."""
+    deadline = time.monotonic() + timeout
+    for _ in range(2):  # a release queued behind pending work goes reclaim -> (work done) -> dispatcher
+        gc.collect()
+        if not reclaim.drain(max(0.0, deadline - time.monotonic())):
+            return False
+        flushed = threading.Event()
+        dispatcher.post(flushed.set)
+        if not flushed.wait(max(0.0, deadline - time.monotonic())):
+            return False
+    return True
 
 
 class MemoryPool:

@@ -16,6 +16,7 @@ import pytest
 import devicelayer as dl
 from devicelayer import reclaim
 from devicelayer.errors import OutOfMemory
+from devicelayer.memory import settle
 
 
 class _Dropped:
@@ -157,12 +158,14 @@ def test_an_allocation_that_fails_waits_for_dropped_memory_then_tries_again():
 
 
 # -- memory the program drops without free() ------------------------------------------------------------------------
-def _settle(pool, live: int, nbytes: int) -> tuple[int, int]:
-    """The pool's (live buffers, bytes) once dropped memory whose work is done has been released (or 30 s)."""
-    gc.collect()
+def _settle(pool, live: int | None = None, nbytes: int | None = None) -> tuple[int, int]:
+    """The pool's (live buffers, bytes) once dropped memory whose work is done has been released; with a target,
+    waiting up to 30 s for the pool to reach it."""
+    assert settle()
     deadline = time.monotonic() + 30
-    while (pool.live_buffers, pool.allocated_bytes) != (live, nbytes) and time.monotonic() < deadline:
-        assert reclaim.drain(30)
+    while live is not None and (pool.live_buffers, pool.allocated_bytes) != (live, nbytes) \
+            and time.monotonic() < deadline:
+        assert settle()
         time.sleep(0.01)
     return pool.live_buffers, pool.allocated_bytes
 
@@ -171,7 +174,7 @@ def test_tensors_dropped_by_the_program_free_their_memory(device, rng):
     pool = device.pool
     x = dl.tensor(rng.standard_normal((32, 48)).astype(np.float32), device)
     w = dl.tensor(rng.standard_normal((48, 16)).astype(np.float32), device)
-    base = _settle(pool, pool.live_buffers, pool.allocated_bytes)
+    base = _settle(pool)
     want = dl.ops.gelu(dl.ops.matmul(x, w)).numpy()
     for _ in range(40):  # README's example: two intermediate buffers per call, none kept
         np.testing.assert_array_equal(dl.ops.gelu(dl.ops.matmul(x, w)).numpy(), want)
@@ -181,7 +184,7 @@ def test_tensors_dropped_by_the_program_free_their_memory(device, rng):
 def test_a_loop_over_a_large_tensor_does_not_run_out_of_memory(device, rng):
     big = dl.tensor(rng.standard_normal(1 << 20).astype(np.float32), device)  # 4 MiB
     pool = device.pool
-    base = _settle(pool, pool.live_buffers, pool.allocated_bytes)
+    base = _settle(pool)
     # more iterations than the memory of the smallest device here would hold if each kept its output
     rounds = min(600, int(pool.total_bytes // big.nbytes) + 8)
     for _ in range(rounds):
@@ -193,7 +196,7 @@ def test_a_loop_over_a_large_tensor_does_not_run_out_of_memory(device, rng):
 
 def test_a_dropped_buffer_is_released_only_after_the_work_using_it(device, rng):
     pool = device.pool
-    base = _settle(pool, pool.live_buffers, pool.allocated_bytes)
+    base = _settle(pool)
     data = rng.standard_normal(4096).astype(np.float32)
     gate = dl.UserEvent("gate")
     src = pool.allocate(data.nbytes, np.float32)
@@ -214,7 +217,7 @@ def test_a_dropped_buffer_is_released_only_after_the_work_using_it(device, rng):
 
 def test_a_view_or_reshape_keeps_the_allocation_and_free_then_drop_releases_once(device, rng):
     pool = device.pool
-    base = _settle(pool, pool.live_buffers, pool.allocated_bytes)
+    base = _settle(pool)
     data = rng.standard_normal((8, 64)).astype(np.float32)
     t = dl.tensor(data, device)
     flat = t.reshape((512,))
@@ -247,7 +250,7 @@ def test_plan_outputs_dropped_by_the_program_free_their_memory(device, rng):
     xv = dl.tensor(rng.standard_normal(256).astype(np.float32), device)
     first = plan.run({"x": xv})["y"].numpy()
     pool = device.pool
-    base = _settle(pool, pool.live_buffers, pool.allocated_bytes)
+    base = _settle(pool)
     for _ in range(30):
         np.testing.assert_array_equal(plan.run({"x": xv})["y"].numpy(), first)
     assert _settle(pool, *base) == base
