@@ -171,7 +171,7 @@ def concurrent_soak(devices: list[dl.Device], seconds: float, threads: int = THR
         phase(t0 + seconds)
         elapsed = time.monotonic() - t0
         callback_threads.join(60)
-        limit = events._waiter_pool()._max_workers
+        limit = events._waiters.max_workers
         after = settled(devices, lambda s: not s.differences(base, limit), settle_seconds)
     finally:
         for w in workers:

@@ -41,6 +41,11 @@ class DaemonPool:
         self._lock = threading.Lock()
         self._started = 0
 
+    @property
+    def max_workers(self) -> int:
+        """The most threads the pool starts."""
+        return self._max
+
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         """Run ``fn(*args)`` on a pool thread; the Future gives its result or exception."""
         future: Future = Future()

@@ -93,7 +93,7 @@ def main() -> int:
     round_, worker, workers = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     offline = "--offline" in sys.argv
     if offline:
-        from devicelayer.backends import vulkan_spirv
+        from devicelayer.backends.vulkan import spirv as vulkan_spirv
 
         def refuse(*args, **kwargs):
             raise AssertionError("a GLSL compiler ran: the SPIR-V was not taken from the cache")

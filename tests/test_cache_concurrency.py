@@ -38,13 +38,13 @@ def run_workers(cache: Path, round_: int, count: int, *extra: str) -> list[dict]
 
 
 def spirv_files_valid(cache: Path) -> list[str]:
-    from devicelayer.backends import vulkan_spirv
+    from devicelayer.backends.vulkan import spirv as vulkan_spirv
 
     return [p.name for p in (cache / "spirv").glob("*") if vulkan_spirv._cache_read(p, p.stem) is None]
 
 
 def pipeline_files_valid(cache: Path) -> list[str]:
-    from devicelayer.backends.vulkan import pipeline_cache_body
+    from devicelayer.backends.vulkan.backend import pipeline_cache_body
 
     return [p.name for p in (cache / "vulkan").glob("*") if not pipeline_cache_body(p.read_bytes())]
 
