@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from . import dtypes, reclaim
+from . import dtypes, hostmemory, reclaim
 from .errors import DLPackError, InvalidArgument, OutOfMemory
 from .events import CompletedEvent, Event, check_events, dispatcher, when_all
 from .interrupts import protected
@@ -45,11 +45,28 @@ def check_shape(shape: Any, where: str) -> tuple[int, ...]:
     return tuple(int(d) for d in dims)
 
 
+#: host arrays from this size on are checked against the memory the machine has available (reading it costs ~50 us)
+HOST_CHECK_BYTES = 64 << 20
+
+
+def _check_host_room(pool: "MemoryPool", shape: tuple[int, ...], dt: np.dtype) -> None:
+    """OutOfMemory for a host array beyond the memory the machine has available: the kernel may hand out more
+    (overcommit, or pinned memory a driver maps lazily) and kill the process when it is written."""
+    nbytes = int(np.prod(shape, dtype=np.float64)) * dt.itemsize
+    if nbytes >= HOST_CHECK_BYTES:
+        available = hostmemory.available()
+        if nbytes > available:
+            raise OutOfMemory(f"{pool.device.id}: host_array of {nbytes:.0f} bytes: the host cannot hold it "
+                              f"({available} bytes available)")
+
+
 def _checked_host_array(host_array: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
     """``host_array`` receiving its shape and dtype checked (a tuple of ints >= 0, a dtype memory can hold)."""
     @functools.wraps(host_array)
     def checked(self: "MemoryPool", shape: Any, dtype: Any = np.float32) -> np.ndarray:
-        return host_array(self, check_shape(shape, "host_array"), device_dtype(dtype, "host_array"))
+        shape, dt = check_shape(shape, "host_array"), device_dtype(dtype, "host_array")
+        _check_host_room(self, shape, dt)
+        return host_array(self, shape, dt)
     return checked
 
 
@@ -256,6 +273,7 @@ class MemoryPool:
         shape, dt = check_shape(shape, "host_array"), device_dtype(dtype, "host_array")
         if self.device._forked:
             self.device._check_open()
+        _check_host_room(self, shape, dt)
         try:
             return self._host_array(shape, dt)
         except MemoryError:

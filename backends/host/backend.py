@@ -15,6 +15,7 @@ import numpy as np
 from devicelayer.device import Device, Program
 from devicelayer.dlpack import DLDeviceType
 from devicelayer.dtypes import EXTRA
+from devicelayer.hostmemory import meminfo
 from devicelayer.errors import CompileError, LaunchError
 from devicelayer.events import Event, dependency_error
 from devicelayer.info import DTYPE_NAMES, DeviceInfo
@@ -26,19 +27,6 @@ from . import dnnl as host_dnnl, omp as host_omp
 from .blas import blas_extras
 
 ALIGN = 64
-
-
-def _meminfo(field: str) -> int:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    if field == "MemTotal":
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
 
 
 def _cpu_name() -> tuple[str, str]:
@@ -78,7 +66,7 @@ class HostPool(MemoryPool):
 
     @property
     def free_bytes(self) -> int:
-        return _meminfo("MemAvailable")
+        return meminfo("MemAvailable")
 
     def _no_room(self, nbytes: int) -> str | None:
         """Within physical memory with what the pool holds, and, for a large allocation, within the memory the
@@ -86,7 +74,7 @@ class HostPool(MemoryPool):
         than the machine has is killed.  (Reading the available memory costs ~50 us: small ones skip it.)"""
         why = super()._no_room(nbytes)
         if why is None and nbytes >= AVAILABLE_CHECK_BYTES:
-            available = _meminfo("MemAvailable")
+            available = meminfo("MemAvailable")
             if nbytes > available:
                 why = f"the machine has {available} bytes of memory available"
         return why
@@ -331,7 +319,7 @@ class HostBackend(Backend):
 
     def __init__(self) -> None:
         name, vendor = _cpu_name()
-        total = _meminfo("MemTotal")
+        total = meminfo("MemTotal")
         big = 2**31 - 1
         info = DeviceInfo(
             id="host", backend="host", index=0, name=name, vendor=vendor, device_type="cpu",

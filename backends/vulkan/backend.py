@@ -1597,7 +1597,9 @@ class VulkanBackend(Backend):
 
     name = "vulkan"
     priority = 30
-    fork_safe = True  # a forked child makes its own VkInstance (tested on Mesa's lavapipe)
+    # not fork-safe: a forked child of a process that started NVIDIA's driver gets VK_ERROR_INITIALIZATION_FAILED
+    # from vkCreateDevice (Mesa's lavapipe starts afresh); a child reports Vulkan unavailable instead
+    fork_safe = False
 
     @classmethod
     def driver_fingerprint(cls) -> list[str]:
