@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from .diskcache import cache_dir
+
 log = logging.getLogger("devicelayer")
 
 #: seconds a probe may take before its driver counts as hanging (``DEVICELAYER_PROBE_TIMEOUT``)
@@ -37,15 +39,6 @@ _DONE = "devicelayer-probe: listed"
 _FORMAT = 1  # of the cache files; part of their key
 _OFF = ("0", "off", "no", "false")
 _EXTERNAL = {getattr(signal, n) for n in ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, n)}
-
-
-def cache_dir() -> Path:
-    """``$DEVICELAYER_CACHE``, else ``$XDG_CACHE_HOME/devicelayer``, else ``~/.cache/devicelayer``."""
-    own = os.environ.get("DEVICELAYER_CACHE")
-    if own:
-        return Path(own)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "devicelayer"
 
 
 # -- what a backend's fingerprint is made of ------------------------------------------------------------------------
