@@ -11,7 +11,7 @@ know).  ``devicelayer.devices()`` in the child starts the backends afresh where
 they can (``Backend.fork_safe``) and reports the others unavailable.
 
 Exit: the interpreter releases what the program still holds, and some drivers
-wait for the device's work when an object is released (PyOpenCL waits for a
+wait for the device's work when an object is released (a driver binding may wait for a
 host transfer's event, for one).  Work the program gave up on (a kernel that
 never ends, whose ``wait(timeout)`` raised ``EventTimeout``) would then hold the
 process forever.  So at exit, the objects of a device that still has work

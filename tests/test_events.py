@@ -74,22 +74,6 @@ def test_wait_without_end_is_as_long_as_it_takes(device):
     t.free()
 
 
-def test_an_interrupted_wait_leaves_the_work_alone(monkeypatch):
-    gate = dl.UserEvent("gate")
-
-    def interrupted(timeout):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(gate, "_block", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        gate.wait()
-    monkeypatch.undo()
-    assert not gate.done and gate.error is None
-    gate.set()
-    gate.wait(5)
-    assert gate.error is None
-
-
 def test_a_callback_that_raises_anything_is_logged_and_the_device_goes_on(device, caplog):
     gate = dl.UserEvent("gate")
     t = dl.tensor(np.zeros(4, np.float32), device)

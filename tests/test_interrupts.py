@@ -160,10 +160,12 @@ def test_ctrl_c_at_random_moments_of_runs(device):
     assert interrupted >= 10 and finished >= 10, result["counts"]  # both outcomes were exercised
 
 
-def test_a_wait_ended_by_any_base_exception_leaves_the_work_alone(monkeypatch):
-    class Stop(BaseException):
-        """Not an Exception: the caller's, like KeyboardInterrupt and SystemExit."""
+class Stop(BaseException):
+    """Not an Exception: the caller's, like KeyboardInterrupt and SystemExit."""
 
+
+@pytest.mark.parametrize("Stop", [KeyboardInterrupt, SystemExit, Stop])
+def test_a_wait_ended_by_any_base_exception_leaves_the_work_alone(monkeypatch, Stop):
     gate = dl.UserEvent("gate")
 
     def stopped(timeout):
