@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import os
 import queue
 import threading
 import time
@@ -540,7 +539,6 @@ class Dispatcher:
 
 dispatcher = Dispatcher()
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reinit_after_fork)
-    os.register_at_fork(after_in_child=dispatcher._reset)
-    os.register_at_fork(after_in_child=callback_threads.__init__)  # its threads stayed in the parent
+lifecycle.in_forked_child(_reinit_after_fork)
+lifecycle.in_forked_child(dispatcher._reset)
+lifecycle.in_forked_child(callback_threads.__init__)  # its threads stayed in the parent

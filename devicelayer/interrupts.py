@@ -12,13 +12,14 @@ ends a wait at once (the work goes on).  A handler the program installs itself r
 
 from __future__ import annotations
 
-import os
 import queue
 import signal
 import threading
 import time
 from types import CodeType, FrameType
 from typing import Any, Callable, TypeVar
+
+from . import lifecycle
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -97,8 +98,7 @@ def _reinit_after_fork() -> None:
         _sender.start()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reinit_after_fork)
+lifecycle.in_forked_child(_reinit_after_fork)
 
 
 def installed() -> bool:

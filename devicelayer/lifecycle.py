@@ -24,7 +24,7 @@ import atexit
 import gc
 import os
 import weakref
-from typing import Any
+from typing import Any, Callable
 
 _devices: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
@@ -93,6 +93,13 @@ def _objects_of(devices: list[Any]) -> list[Any]:
     return found
 
 
+def in_forked_child(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """Run ``fn`` in the child after ``os.fork()`` (where the platform forks): a module's fresh locks, threads and
+    queues.  Returns ``fn``, so it serves as a decorator."""
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=fn)
+    return fn
+
+
 atexit.register(_at_exit)
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+in_forked_child(_after_fork_in_child)

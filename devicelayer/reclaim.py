@@ -11,7 +11,6 @@ is safe in a finalizer) and the ``devicelayer-reclaim`` thread runs it.
 from __future__ import annotations
 
 import logging
-import os
 import queue
 import threading
 import weakref
@@ -82,5 +81,4 @@ def _reinit_after_fork() -> None:
     _start_lock = threading.Lock()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reinit_after_fork)
+lifecycle.in_forked_child(_reinit_after_fork)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import ClassVar, Iterable, Sequence
 
-from . import probe
+from . import lifecycle, probe
 from .device import Device
 from .errors import BackendUnavailable, DeviceNotFound, InvalidArgument
 
@@ -194,8 +194,7 @@ def _probe_requests(classes: dict[str, type[Backend]], candidates: dict[str, str
 
 
 _registry = _Registry()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_registry.after_fork_in_child)
+lifecycle.in_forked_child(_registry.after_fork_in_child)
 
 
 def requested_backends() -> list[str] | None:

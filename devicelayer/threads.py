@@ -11,7 +11,6 @@ forked child.
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 from concurrent.futures import Future
@@ -28,8 +27,7 @@ class DaemonPool:
         self._name = name
         self._initializer = initializer
         self._reset()
-        if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=self._reset)
+        lifecycle.in_forked_child(self._reset)
 
     def _reset(self) -> None:
         """Forget every thread and queued task (a forked child has none of the parent's threads; its tasks are

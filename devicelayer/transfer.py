@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Sequence
 
@@ -121,8 +120,7 @@ def _reinit_after_fork() -> None:
     _staging = _StagingCache()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reinit_after_fork)
+lifecycle.in_forked_child(_reinit_after_fork)
 
 
 def _staged(dst: Buffer, src: Buffer, wait: tuple[Event, ...]) -> Event:

@@ -24,6 +24,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from devicelayer import lifecycle
+
 from . import omp as host_omp
 
 # enum values of oneDNN 3.x (dnnl_types.h)
@@ -162,8 +164,7 @@ def _reinit_after_fork() -> None:
     _LIB_LOCK = threading.Lock()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reinit_after_fork)
+lifecycle.in_forked_child(_reinit_after_fork)
 
 
 def library() -> ctypes.CDLL | None:

@@ -1557,8 +1557,7 @@ def _reinit_after_fork() -> None:
     _instance_lock = threading.Lock()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reinit_after_fork)
+lifecycle.in_forked_child(_reinit_after_fork)
 
 
 def validation_messages() -> list[tuple[str, str]]:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from devicelayer import lifecycle
 from devicelayer.diskcache import cache_dir, write as write_cache
 from devicelayer.errors import CompileError, InvalidArgument
 from devicelayer.signature import Arg
@@ -97,8 +98,7 @@ def _reinit_after_fork() -> None:
     _lock = threading.Lock()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reinit_after_fork)
+lifecycle.in_forked_child(_reinit_after_fork)
 
 
 def _load_shaderc():

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import math
-import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .. import cpus
+from .. import cpus, lifecycle
 from ..errors import InvalidArgument, UnsupportedOp
 from ..info import DeviceInfo
 from ..threads import DaemonPool
@@ -255,8 +254,7 @@ def _reinit_after_fork() -> None:
     _helpers_lock = threading.Lock()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reinit_after_fork)
+lifecycle.in_forked_child(_reinit_after_fork)
 
 
 def parallel(fn: Callable[[int, int], Any], n: int, nbytes: int) -> None:

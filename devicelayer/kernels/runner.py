@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any, Mapping, Sequence
 
@@ -35,8 +34,7 @@ def _reinit_after_fork() -> None:
     _programs = {}
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reinit_after_fork)
+lifecycle.in_forked_child(_reinit_after_fork)
 
 
 def program_for(device: Device, spec) -> Program:
