@@ -51,6 +51,7 @@ def _on_sigint(signum: int, frame: FrameType | None) -> None:
     """SIGINT: KeyboardInterrupt now, or (inside a protected function) once the main thread is out of it."""
     if inside_protected(frame):
         _again.put(signum)
+        _start_sender()  # (one that is not running would lose the signal held here)
         return
     signal.default_int_handler(signum, frame)
 
@@ -76,14 +77,19 @@ def install() -> None:
         signal.signal(signal.SIGINT, _on_sigint)
     except (ValueError, OSError):  # an embedded interpreter without signals
         return
-    global _sender
-    if _sender is None:
-        _sender = threading.Thread(target=_resend, args=(threading.get_ident(),), name="devicelayer-sigint",
-                                   daemon=True)
-        _sender.start()
+    _start_sender()
 
 
 _sender: threading.Thread | None = None
+
+
+def _start_sender() -> None:
+    """Start the ``devicelayer-sigint`` thread for the main thread unless it is running."""
+    global _sender
+    if _sender is None or not _sender.is_alive():
+        _sender = threading.Thread(target=_resend, args=(threading.main_thread().ident,), name="devicelayer-sigint",
+                                   daemon=True)
+        _sender.start()
 
 
 def _reinit_after_fork() -> None:
@@ -93,9 +99,7 @@ def _reinit_after_fork() -> None:
     _again = queue.SimpleQueue()
     _sender = None
     if installed():
-        _sender = threading.Thread(target=_resend, args=(threading.get_ident(),), name="devicelayer-sigint",
-                                   daemon=True)
-        _sender.start()
+        _start_sender()
 
 
 lifecycle.in_forked_child(_reinit_after_fork)
