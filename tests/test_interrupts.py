@@ -23,6 +23,16 @@ from devicelayer.interrupts import protected
 HERE = Path(__file__).resolve().parent
 
 
+@pytest.fixture(autouse=True)
+def devicelayer_handles_sigint():
+    """devicelayer's SIGINT handler in place, as in a program that left Python's default (an earlier test of the
+    session may have installed a handler of its own, which devicelayer leaves alone)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    interrupts.install()
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def interrupt_when_waiting() -> threading.Thread:
     """Send SIGINT to the main thread once it is blocked in an ``Event.wait`` (not before)."""
     main = threading.main_thread().ident
