@@ -106,9 +106,9 @@ def _alone(node: Node, device: Device, types: Mapping[int, TensorType]) -> int:
 
 
 def _name(r: patterns.Replacement, taken: set[str]) -> str:
-    """A node name for a replacement: its members' first and last names."""
-    first, last = r.members[0].name, r.members[-1].name
-    base = f"{r.kind}({first}..{last})" if len(r.members) > 2 else f"{r.kind}({first}, {last})"
+    """A node name for a replacement: its members' names (the first and last of more than four)."""
+    names = [m.name for m in r.members]
+    base = f"{r.kind}({', '.join(names)})" if len(names) <= 4 else f"{r.kind}({names[0]}..{names[-1]})"
     name, k = base, 1
     while name in taken:
         name, k = f"{base}#{k}", k + 1
