@@ -115,7 +115,7 @@ def _name(r: patterns.Replacement, taken: set[str]) -> str:
     return name
 
 
-# -- pointwise chains --------------------------------------------------------------------------------------------------
+# -- pointwise chains ---------------------------------------------------------------------------------------------
 def _elementwise(nodes: list[Node], types: Mapping[int, TensorType], outputs: set[int],
                  readers: Mapping[int, list[Node]], placement: Placement, taken: set[int]) -> list:
     """Groups of two or more pointwise nodes as fused_elementwise replacements."""
@@ -209,7 +209,7 @@ def _describe(members: list[Node], types: Mapping[int, TensorType], outputs: set
                                 [members[k].outputs[0] for k in written], device)
 
 
-# -- the new graph -------------------------------------------------------------------------------------------------------
+# -- the new graph ------------------------------------------------------------------------------------------------
 def contract(graph: Graph, nodes: list[Node], replacements: Sequence[patterns.Replacement]) -> Graph:
     """A copy of ``graph`` (its ``nodes``) with each replacement's members made one node, in a topological order."""
     index = {id(n): i for i, n in enumerate(nodes)}
