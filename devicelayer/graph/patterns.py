@@ -53,6 +53,10 @@ class _Graph:
         ids = {id(m) for m in members}
         return id(v) not in self.outputs and all(id(r) in ids for r in self.readers.get(id(v), []))
 
+    def distinct(self, v: Value) -> list[Node]:
+        """The nodes reading ``v``, each once."""
+        return list({id(r): r for r in self.readers.get(id(v), [])}.values())
+
     def shape(self, v: Value) -> tuple[int, ...]:
         return self.types[id(v)].shape
 
@@ -111,7 +115,7 @@ def layer_norm(g: _Graph, mean1: Node) -> Replacement | None:
         return None
     sub = subs[0]
     d = sub.outputs[0]
-    readers = g.readers.get(id(d), [])
+    readers = g.distinct(d)
     if len(readers) != 2 or id(d) in g.outputs:
         return None
     square = next((r for r in readers if (r.op == "pow" and r.inputs[0] is d and _close(scalar(r.inputs[1]), 2.0))
@@ -175,10 +179,14 @@ def softmax(g: _Graph, first: Node) -> Replacement | None:
         members = [first, sub]
     elif first.op == "exp":
         exp, x, axis = first, first.inputs[0], None
+        shift = x.producer
+        peak = shift.inputs[1].producer if shift is not None and shift.op == "sub" else None
+        if peak is not None and peak.op == "reduce_max" and peak.inputs[0] is shift.inputs[0]:
+            return None  # the shifted form, matched from its reduce_max
     else:
         return None
     e = exp.outputs[0]
-    readers = g.readers.get(id(e), [])
+    readers = g.distinct(e)
     if len(readers) != 2 or id(e) in g.outputs:
         return None
     total = next((r for r in readers if r.op == "sum"), None)
