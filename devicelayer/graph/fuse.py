@@ -85,24 +85,28 @@ def fuse_graph(graph: Graph, devices: Sequence[Device], explicit: Mapping[str, A
         return graph, None
     fusion = Fusion()
     names = {n.name for n in graph.nodes}
+    bound = outputs | {id(v) for v in graph.inputs} | {id(v) for v in graph.values.values() if v.constant is not None}
     for r in found:
         name = _name(r, names)
         names.add(name)
         r.extra["name"] = name
         fusion.pinned[name] = r.device
         fusion.groups.append(FusedGroup(name, r.kind, r.device.id, [(m.name, m.op) for m in r.members],
-                                        sum(_alone(m, r.device, types) for m in r.members)))
+                                        sum(_alone(m, r.device, types, bound) for m in r.members)))
     return contract(graph, nodes, found), fusion
 
 
-def _alone(node: Node, device: Device, types: Mapping[int, TensorType]) -> int:
-    """Kernel launches ``node`` takes per run on ``device`` on its own."""
+def _alone(node: Node, device: Device, types: Mapping[int, TensorType], bound: set[int]) -> int:
+    """Kernel launches ``node`` takes per run on ``device`` on its own (an alias of a value ``bound`` per run
+    or uploaded apart, a graph input, output or constant, is a copy, as plans make it)."""
     try:
         plan = plan_for(get(node.op), device, [types[id(v)] for v in node.inputs],
                         [types[id(v)] for v in node.outputs], node.attrs)
     except DeviceLayerError:
         return 1
-    return launches(plan)
+    copies = sum(1 for a in plan.steps if isinstance(a, Alias)
+                 and (id(node.inputs[a.input]) in bound or id(node.outputs[a.output]) in bound))
+    return launches(plan, copies)
 
 
 def _name(r: patterns.Replacement, taken: set[str]) -> str:
@@ -235,8 +239,9 @@ def contract(graph: Graph, nodes: list[Node], replacements: Sequence[patterns.Re
     vmap: dict[int, Value] = {id(v): new.input(v.name, v.shape, v.dtype) for v in graph.inputs}
 
     def value(v: Value) -> Value:
-        if id(v) not in vmap and v.constant is not None:
-            vmap[id(v)] = new.constant(v.constant, name=v.name)
+        if id(v) not in vmap and v.constant is not None:  # (a constant a pattern made may need a fresh name)
+            name = v.name if v.graph is graph or v.name not in new.values else None
+            vmap[id(v)] = new.constant(v.constant, name=name)
         return vmap[id(v)]
 
     done = 0

@@ -1,7 +1,8 @@
 """Patterns: decomposed forms of ops the library has, found in a placed graph and replaced by the one op.
 
 A PyTorch export (or an older opset) spells LayerNorm as ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul,
-Add; GELU as Div, Erf, Add, Mul, Mul (or its tanh form); Softmax as ReduceMax, Sub, Exp, ReduceSum, Div.  Each
+Add; GELU as Div, Erf, Add, Mul, Mul (or its tanh form); Softmax as ReduceMax, Sub, Exp, ReduceSum, Div; GroupNorm
+as Reshape, InstanceNormalization, Reshape, Mul, Add.  Each
 matcher here checks the structure exactly (axes, keepdims, the constants: epsilon, sqrt(2), 0.5, 1, 0.044715,
 sqrt(2/pi)) and that every intermediate is read only inside the pattern, and gives a ``Replacement``: the
 pattern's nodes, the op standing for them and its inputs.  A replacement is kept only where its op runs on the
@@ -13,6 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
+
+import numpy as np
 
 from ..errors import DeviceLayerError
 from ..kernels.op import TensorType, get
@@ -309,8 +312,61 @@ def gelu(g: _Graph, top: Node) -> Replacement | None:
     return None
 
 
+# -- GroupNorm -------------------------------------------------------------------------------------------------------
+def _per_channel(v: Value | None, rank: int, channels: int) -> np.ndarray | None:
+    """A constant varying along axis 1 only (of a rank-``rank`` tensor), as a (channels,) array; else None."""
+    c = v.constant if v is not None else None
+    if c is None or c.ndim > rank:
+        return None
+    shape = (1,) * (rank - c.ndim) + c.shape
+    if any(n != 1 for k, n in enumerate(shape) if k != 1) or shape[1] not in (1, channels):
+        return None
+    return np.ascontiguousarray(np.broadcast_to(c.reshape(-1), (channels,)))
+
+
+def group_norm(g: _Graph, first: Node) -> Replacement | None:
+    """reshape (N, C, ...) to (N, G, -1) -> instance normalization (unit scale, zero bias) -> reshape back
+    [-> mul by a per-channel constant [-> add one]]: PyTorch's GroupNorm as exported before opset 18."""
+    if first.op != "reshape":
+        return None
+    x = first.inputs[0]
+    xs, grouped = g.shape(x), g.shape(first.outputs[0])
+    if len(xs) < 3 or len(grouped) != 3 or grouped[0] != xs[0] or g.types[id(x)].dtype.kind != "f":
+        return None
+    C, G = xs[1], grouped[1]
+    if G < 1 or C % G or grouped[2] * G * xs[0] != g.types[id(x)].size:
+        return None
+    norm = g.only(first.outputs[0])
+    if norm is None or norm.op != "group_normalization" or norm.attrs["num_groups"] != G or \
+            norm.inputs[0] is not first.outputs[0]:
+        return None
+    unit, zero = (v.constant for v in norm.inputs[1:3])
+    if unit is None or zero is None or not np.all(unit == 1) or not np.all(zero == 0):
+        return None
+    back = g.only(norm.outputs[0])
+    if back is None or back.op != "reshape" or g.shape(back.outputs[0]) != xs:
+        return None
+    members, last = [first, norm, back], back
+    scale = np.ones(C, g.types[id(x)].dtype)
+    bias = np.zeros(C, g.types[id(x)].dtype)
+    nxt = g.only(back.outputs[0])
+    if nxt is not None and nxt.op == "mul":
+        found = _per_channel(_other(nxt, back.outputs[0]), len(xs), C)
+        if found is not None and g.shape(nxt.outputs[0]) == xs:
+            scale, members, last = found.astype(scale.dtype), members + [nxt], nxt
+            nxt = g.only(nxt.outputs[0])
+            if nxt is not None and nxt.op == "add":
+                found = _per_channel(_other(nxt, last.outputs[0]), len(xs), C)
+                if found is not None and g.shape(nxt.outputs[0]) == xs:
+                    bias, members, last = found.astype(bias.dtype), members + [nxt], nxt
+    params = [Value(f"{last.name}:gn_scale", TensorType((C,), scale.dtype), constant=scale),
+              Value(f"{last.name}:gn_bias", TensorType((C,), bias.dtype), constant=bias)]
+    return Replacement("group_normalization", members, "group_normalization",
+                       {"num_groups": G, "epsilon": norm.attrs["epsilon"]}, [x, *params], [last.outputs[0]])
+
+
 #: matchers, tried at each node in order (the first that matches takes the nodes)
-MATCHERS: tuple[Callable[[_Graph, Node], Replacement | None], ...] = (layer_norm, softmax, gelu)
+MATCHERS: tuple[Callable[[_Graph, Node], Replacement | None], ...] = (layer_norm, softmax, gelu, group_norm)
 
 
 def find(nodes: list[Node], types: Mapping[int, TensorType], outputs: set[int], readers: Mapping[int, list[Node]],
@@ -343,7 +399,7 @@ def find(nodes: list[Node], types: Mapping[int, TensorType], outputs: set[int], 
 def _runs(r: Replacement, types: Mapping[int, TensorType]) -> bool:
     """Whether the replacing op takes these inputs (and gives the members' output type) on the device."""
     op = get(r.op)
-    ins = [types[id(v)] for v in r.inputs]
+    ins = [types.get(id(v), v.type) for v in r.inputs]  # (constants a pattern made are not in types)
     try:
         attrs, outs = op.prepare(ins, dict(r.attrs))
     except DeviceLayerError:
