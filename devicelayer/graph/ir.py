@@ -198,13 +198,15 @@ class Graph:
         return [n for n in self.order() if id(n) in live]
 
     def compile(self, devices: Any = "auto", placement: dict[str, Any] | None = None, strict: bool = False,
-                policy: str = "fill", record: bool = True, constants: Any = None) -> Any:
+                policy: str = "fill", record: bool = True, constants: Any = None, fuse: bool = True) -> Any:
         """Prepare an ExecutionPlan: placement (explicit ``placement`` wins), transfers, memory, kernels.
 
         ``devices`` is "auto" (every device, in preference order) or a list of ids/devices.
         ``record`` replays each same-device run of nodes as one recorded submission (CUDA graph,
         one command buffer); ``record=False`` submits node by node.  ``constants`` (a
-        ``graph.constants.ConstantStore``) shares the device copies of constants with other plans.
+        ``graph.constants.ConstantStore``) shares the device copies of constants with other plans.  ``fuse``
+        replaces decomposed LayerNorm/Softmax/GELU by their ops and chains of pointwise ops on one device by one
+        kernel each (``graph/fuse.py``); ``fuse=False`` runs the graph node by node as written.
         """
         from ..registry import device as find, devices as every
         from .plan import ExecutionPlan
@@ -222,7 +224,9 @@ class Graph:
             chosen = [find(devices)]
         if not chosen:
             raise GraphError("compile: no devices")
-        return ExecutionPlan(self, chosen, placement, strict, policy, record, constants)
+        if not isinstance(fuse, bool):
+            raise InvalidArgument(f"compile: fuse must be True or False, got {fuse!r}")
+        return ExecutionPlan(self, chosen, placement, strict, policy, record, constants, fuse)
 
     def __repr__(self) -> str:
         return f"<Graph {self.name}: {len(self.nodes)} nodes, {len(self.inputs)} inputs, {len(self.outputs)} outputs>"
