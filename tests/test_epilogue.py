@@ -94,3 +94,23 @@ def test_the_op_refuses_a_bad_epilogue():
     x = np.arange(12, dtype=np.float32).reshape(4, 3) - 6
     y = np.ones((3, 5), np.float32)
     assert np.array_equal(op.reference([x, y], attrs)[0], np.maximum(x @ y, 0))
+
+
+def test_a_where_reading_the_product_itself(device, rng):
+    """The last step reads the product it overwrites (a causal mask after QK^T): the host applies it from a copy."""
+    g = dl.Graph()
+    q = g.input("q", (2, 6, 4))
+    k = g.input("k", (2, 4, 6))
+    mask = g.constant(np.tril(np.ones((6, 6), bool)))
+    g.output("s", g.where(mask, g.matmul(q, k), g.constant(np.float32(-np.inf))))
+    feeds = {"q": rng.standard_normal((2, 6, 4)).astype(np.float32),
+             "k": rng.standard_normal((2, 4, 6)).astype(np.float32)}
+    fused = g.compile([device])
+    try:
+        assert fused.kernel_counts() == {"before": 2, "after": 1}
+        got = poisoned_run(fused, feeds)["s"]
+        want = np.where(np.tril(np.ones((6, 6), bool)), feeds["q"].astype(np.float64) @ feeds["k"], -np.inf)
+        assert np.array_equal(np.isinf(got), np.isinf(want))
+        close(np.where(np.isinf(got), 0, got), np.where(np.isinf(want), 0, want), 2e-4)
+    finally:
+        fused.release()

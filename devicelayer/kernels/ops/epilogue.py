@@ -86,7 +86,9 @@ def apply(y: np.ndarray, extras: Sequence[np.ndarray], attrs: dict[str, Any]) ->
         return y
     fused = get("fused_elementwise")
     if y.flags.c_contiguous:
-        fused.reference_into([y, *extras], [y], _chain(attrs))
+        # (the last step writes y: where it reads y too, from a copy, since an op may write its output in passes)
+        src = y.copy() if 0 in attrs["epilogue"][-1][2] else y
+        fused.reference_into([src, *extras], [y], _chain(attrs))
     else:
         y[...] = fused.reference([y, *extras], _chain(attrs))[0]
     return y
