@@ -102,9 +102,9 @@ def apply_reference(y: np.ndarray, extras: Sequence[np.ndarray], attrs: dict[str
 
 
 def unsupported(product: TensorType, extras: Sequence[TensorType], attrs: dict[str, Any], info: DeviceInfo,
-                buffers: int) -> str | None:
-    """Why the epilogue cannot run in the op's kernel on the device (None where it can); ``buffers`` counts the
-    op's own."""
+                buffers: int, scalar_bytes: int) -> str | None:
+    """Why the epilogue cannot run in the op's kernel on the device (None where it can); ``buffers`` and
+    ``scalar_bytes`` count the op's own buffers and scalar arguments."""
     if not attrs.get("epilogue"):
         return None
     why = get("fused_elementwise").unsupported([product, *extras], _chain(attrs), info)
@@ -115,8 +115,9 @@ def unsupported(product: TensorType, extras: Sequence[TensorType], attrs: dict[s
     if buffers + len(extras) > MAX_BUFFERS:
         return f"epilogue: {buffers + len(extras)} buffers; a kernel takes {MAX_BUFFERS}"
     made = code(product, extras, attrs)
-    if made is not None and sum(8 if p.type == "f64" else 4 for p in made.scalars) > MAX_SCALAR_BYTES // 2:
-        return "epilogue: too many scalar arguments"
+    extra = sum(8 if p.type == "f64" else 4 for p in made.scalars) if made is not None else 0
+    if scalar_bytes + extra > MAX_SCALAR_BYTES:
+        return f"epilogue: the scalars take {scalar_bytes + extra} bytes; every device takes {MAX_SCALAR_BYTES}"
     return None
 
 

@@ -59,6 +59,8 @@ def tiled_shared(elem: str, micro: int) -> tuple[tuple[str, str, int], ...]:
 
 _SCALARS = ("M", "N", "K", "s_am", "s_ak", "s_bk", "s_bn", "nbatch", "nb1", "s_a0", "s_a1", "s_b0", "s_b1",
             "off_a", "off_b", "off_y")
+#: bytes of the float GEMM kernels' scalar arguments (the ints above, alpha, beta, s_cm, s_cn)
+GEMM_SCALAR_BYTES = 4 * (len(_SCALARS) + 4)
 
 
 def _flag_attr(op: Op, attrs: dict[str, Any], name: str) -> int:
@@ -304,7 +306,7 @@ class MatMul(Op):
         why = super().unsupported(inputs, attrs, info)
         if why is None and attrs.get("epilogue"):
             own, extras = _epilogue.split(self, inputs, attrs)
-            why = _epilogue.unsupported(self.infer(own, attrs)[0], extras, attrs, info, 3)
+            why = _epilogue.unsupported(self.infer(own, attrs)[0], extras, attrs, info, 3, GEMM_SCALAR_BYTES)
         return why
 
     def plan(self, inputs, outputs, attrs, info):
@@ -486,7 +488,8 @@ class Gemm(Op):
         why = super().unsupported(inputs, attrs, info)
         if why is None and attrs.get("epilogue"):
             own, extras = _epilogue.split(self, inputs, attrs)
-            why = _epilogue.unsupported(self.infer(own, attrs)[0], extras, attrs, info, len(own) + 1)
+            why = _epilogue.unsupported(self.infer(own, attrs)[0], extras, attrs, info, len(own) + 1,
+                                        GEMM_SCALAR_BYTES)
         return why
 
     def plan(self, inputs, outputs, attrs, info):
