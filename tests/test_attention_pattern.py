@@ -49,7 +49,7 @@ def test_attention_is_recognised(device, rng, scale_op, mask):
         plain.release()
 
 
-@pytest.mark.parametrize("change", ["no_transpose", "axis", "scale_tensor", "all_masked_row"])
+@pytest.mark.parametrize("change", ["no_transpose", "axis", "scale_tensor", "all_masked_row", "cast_before_softmax"])
 def test_attention_is_not_recognised_when_it_differs(device, rng, change):
     if change == "no_transpose":  # K given transposed: no transpose node to read K through
         g2 = dl.Graph()
@@ -57,6 +57,11 @@ def test_attention_is_not_recognised_when_it_differs(device, rng, change):
         s = g2.mul(g2.matmul(q, k), g2.constant(np.float32(0.5)))  # K given transposed: no transpose node
         g2.output("y", g2.matmul(g2.softmax(s, axis=-1), v))
         g = g2
+    elif change == "cast_before_softmax":  # a one-input node where the scale or mask would be
+        g = dl.Graph()
+        q, k, v = g.input("q", (B, H, SQ, D)), g.input("k", (B, H, SKV, D)), g.input("v", (B, H, SKV, D))
+        s = g.mul(g.matmul(q, g.transpose(k, perm=[0, 1, 3, 2])), g.constant(np.float32(0.5)))
+        g.output("y", g.matmul(g.softmax(g.cast(s, to=np.float32), axis=-1), v))
     elif change == "axis":
         g, _ = attention_graph(rng, axis=2)
     elif change == "scale_tensor":

@@ -402,7 +402,7 @@ def attention(g: _Graph, last: Node) -> Replacement | None:
             return None  # (a row masked everywhere: softmax gives NaN, attention zeros)
         members.insert(0, node)
         node = scaled.producer
-    if node is None or g.only(node.outputs[0]) is not members[0]:
+    if node is None or node.op not in ("mul", "div") or g.only(node.outputs[0]) is not members[0]:
         return None
     qk = node.inputs[0] if node.inputs[1].constant is not None else node.inputs[1]
     factor = _scale_of(g, node, qk)
