@@ -114,3 +114,31 @@ def test_a_where_reading_the_product_itself(device, rng):
         close(np.where(np.isinf(got), 0, got), np.where(np.isinf(want), 0, want), 2e-4)
     finally:
         fused.release()
+
+
+class _Library:
+    """A stand-in vendor library that takes every call (never run: the test only compiles)."""
+
+    def accepts(self, ins, outs, attrs):
+        return True
+
+    def __call__(self, *args):
+        raise AssertionError("not run")
+
+
+def test_a_product_a_vendor_library_takes_keeps_its_chain_as_a_fused_kernel(rng, monkeypatch):
+    device = dl.device("opencl:0") if any(d.id == "opencl:0" for d in dl.devices()) else None
+    if device is None:
+        pytest.skip("needs a kernel device")
+    monkeypatch.setattr(device, "vendor_op", lambda name: _Library() if name == "matmul" else None)
+    g = dl.Graph()
+    x = g.input("x", (6, 5))
+    w = g.constant(rng.standard_normal((5, 4)).astype(np.float32))
+    g.output("y", g.relu(g.add(g.matmul(x, w), g.constant(np.ones(4, np.float32)))))
+    plan = g.compile([device])
+    try:
+        ops = [n.op for n in plan.graph.needed()]
+        assert ops == ["matmul", "fused_elementwise"]
+        assert plan.kernel_counts() == {"before": 3, "after": 2}
+    finally:
+        plan.release()
