@@ -8,6 +8,8 @@
    stays acyclic (no path leaves it and comes back) and the fused kernel runs on the device (every member's
    ``unsupported``, the kernel's own limits).  A member whose result is read outside the group, or is a graph
    output, is written as an extra output of the fused node.
+3. makes a group (or one fusable node) that alone reads a matmul's or gemm's result that product's epilogue
+   (``epilogues``): one kernel computes both.
 The result is an equivalent graph and a ``Fusion``: each group with its members and the kernel launches they
 took alone, and the device each new node is pinned to.  Nodes the caller placed by name or op type are left
 alone.
@@ -24,7 +26,7 @@ from ..errors import DeviceLayerError
 from ..kernels.op import Alias, TensorType, get
 from ..kernels.ops.fused import fusable
 from ..kernels.runner import plan_for
-from . import patterns
+from . import epilogues, patterns
 from .ir import Graph, Node, Value, consumers
 from .placement import Placement, place
 
@@ -81,6 +83,7 @@ def fuse_graph(graph: Graph, devices: Sequence[Device], explicit: Mapping[str, A
     taken = excluded | {id(m) for r in found for m in r.members}
     if elementwise:
         found += _elementwise(nodes, types, outputs, readers, placement, taken)
+        found = epilogues.attach(nodes, types, outputs, readers, placement, taken, found)
     if not found:
         return graph, None
     fusion = Fusion()

@@ -2,7 +2,8 @@
 
 A PyTorch export (or an older opset) spells LayerNorm as ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul,
 Add; GELU as Div, Erf, Add, Mul, Mul (or its tanh form); Softmax as ReduceMax, Sub, Exp, ReduceSum, Div; GroupNorm
-as Reshape, InstanceNormalization, Reshape, Mul, Add.  Each
+as Reshape, InstanceNormalization, Reshape, Mul, Add; attention as MatMul(Q, Transpose(K)), a scale, an optional
+constant mask, Softmax and MatMul(., V).  Each
 matcher here checks the structure exactly (axes, keepdims, the constants: epsilon, sqrt(2), 0.5, 1, 0.044715,
 sqrt(2/pi)) and that every intermediate is read only inside the pattern, and gives a ``Replacement``: the
 pattern's nodes, the op standing for them and its inputs.  A replacement is kept only where its op runs on the
@@ -366,7 +367,66 @@ def group_norm(g: _Graph, first: Node) -> Replacement | None:
 
 
 #: matchers, tried at each node in order (the first that matches takes the nodes)
-MATCHERS: tuple[Callable[[_Graph, Node], Replacement | None], ...] = (layer_norm, softmax, gelu, group_norm)
+# -- attention ------------------------------------------------------------------------------------------------------
+def _scale_of(g: _Graph, node: Node, scores: Value) -> float | None:
+    """The factor ``node`` (mul or div by a one-element constant, reading ``scores``) scales them by; else None."""
+    other = _other(node, scores) if node.op in ("mul", "div") else None
+    c = scalar(other) if other is not None else None
+    if c is None or (node.op == "div" and (node.inputs[0] is not scores or c == 0)):
+        return None
+    return c if node.op == "mul" else 1.0 / c
+
+
+def attention(g: _Graph, last: Node) -> Replacement | None:
+    """matmul(q, transpose(k, (0, 1, 3, 2))) -> mul (or div) by a constant [-> add a constant float mask whose
+    rows each keep a finite entry] -> softmax(axis -1) -> matmul(., v), 4-D, heads and batch equal."""
+    if last.op != "matmul":
+        return None
+    probs, v = last.inputs
+    sm = probs.producer
+    if sm is None or sm.op != "softmax" or g.only(probs) is not last:
+        return None
+    rank = len(g.shape(probs))
+    if rank != 4 or int(sm.attrs.get("axis", -1)) % rank != 3:
+        return None
+    node = sm.inputs[0].producer
+    members = [sm, last]
+    mask = None
+    if node is not None and node.op == "add" and g.only(node.outputs[0]) is sm:
+        scaled = node.inputs[0]
+        mask = node.inputs[1]
+        if mask.constant is None or mask.constant.dtype.kind != "f" or scaled.producer is None:
+            return None
+        full = np.broadcast_to(mask.constant, g.shape(node.outputs[0])) if mask.constant.ndim <= rank else None
+        if full is None or not np.all(np.any(np.isfinite(full), axis=-1)) or np.isnan(full).any():
+            return None  # (a row masked everywhere: softmax gives NaN, attention zeros)
+        members.insert(0, node)
+        node = scaled.producer
+    if node is None or node.op not in ("mul", "div") or g.only(node.outputs[0]) is not members[0]:
+        return None
+    qk = node.inputs[0] if node.inputs[1].constant is not None else node.inputs[1]
+    factor = _scale_of(g, node, qk)
+    first = qk.producer
+    if factor is None or first is None or first.op != "matmul" or g.only(qk) is not node:
+        return None
+    q, kt = first.inputs
+    tr = kt.producer
+    if tr is None or tr.op != "transpose" or g.only(kt) is not first:
+        return None
+    perm = tr.attrs.get("perm")
+    if perm is None or [int(p) % 4 for p in perm] != [0, 1, 3, 2] or len(g.shape(tr.inputs[0])) != 4:
+        return None
+    k = tr.inputs[0]
+    qs, ks, vs = g.shape(q), g.shape(k), g.shape(v)
+    if len(qs) != 4 or qs[:2] != ks[:2] or vs[:2] != qs[:2] or vs[2] != ks[2]:
+        return None
+    inputs = [q, k, v] + ([mask] if mask is not None else [])
+    return Replacement("attention", [tr, first, node, *members], "attention", {"scale": float(factor)}, inputs,
+                       [last.outputs[0]])
+
+
+MATCHERS: tuple[Callable[[_Graph, Node], Replacement | None], ...] = (layer_norm, softmax, gelu, group_norm,
+                                                                     attention)
 
 
 def find(nodes: list[Node], types: Mapping[int, TensorType], outputs: set[int], readers: Mapping[int, list[Node]],

@@ -82,6 +82,42 @@ def _scope(elem: str) -> str:
             "#undef TO_ACC\n#define TO_ACC(v) CAST(ACC, v)\n#undef FROM_ACC\n#define FROM_ACC(v) CAST(T, v)\n")
 
 
+def compose(inputs: Sequence[TensorType], steps: Sequence[tuple], types: Sequence[TensorType]
+            ) -> tuple[list[str], list[tuple[Param, Any]]]:
+    """Dialect lines computing a chain's ``steps`` (checked, with result ``types``) from registers ``dl_x<j>``
+    holding ``inputs``: step k's value lands in a register ``dl_v<k>`` of its own dtype, each step in its own
+    element-type scope (which the lines leave set to the last step's); and the float64 scalar arguments the lines
+    read, as (parameter, value)."""
+    n_in = len(inputs)
+    body: list[str] = []
+    scalars: list[tuple[Param, Any]] = []
+    reg = [f"dl_x{j}" for j in range(n_in)] + [f"dl_v{k}" for k in range(len(steps))]
+    known = list(inputs) + list(types)
+    for k, (name, attrs, operands) in enumerate(steps):
+        op = get(name)
+        ins = [known[j] for j in operands]
+        elem, code, ab = _member(op, ins, attrs)
+        for j, operand in enumerate(operands):
+            code = code.replace(f"p{j}[o{j}]", reg[operand])
+        code = code.replace("y[i]", reg[n_in + k])
+        if isinstance(op, Unary):
+            if isinstance(op, Clip):  # unbounded ends: the dialect's infinities (float64: its largest)
+                big = float(np.finfo(np.float64).max) if elem == "f64" else math.inf
+                ab = [max(attrs["min"], -big), min(attrs["max"], big)]
+            for letter, value in zip("ab", ab):
+                if re.search(rf"\b{letter}\b", code) is None:
+                    continue
+                if elem == "f64":
+                    scalars.append((Param(f"dl_{letter}{k}", "f64", "scalar"), value))
+                    value_code = f"dl_{letter}{k}"
+                else:
+                    value_code = _float_literal(value)
+                code = re.sub(rf"\b{letter}\b", value_code, code)
+        body.append(f"        {dialect_type(types[k].dtype)} dl_v{k};\n        {{\n{_scope(elem)}"
+                    f"        {code.strip()}\n        }}\n")
+    return body, scalars
+
+
 class _Kernel:
     """The fused kernel's spec, launch arguments (after the buffers) and what it needs of a device."""
 
@@ -107,30 +143,9 @@ class _Kernel:
         scalars: list[tuple[Param, Any]] = [(Param("dl_n", "int", "scalar"), self.size)]
         scalars += [(Param(n, "int", "scalar"), s) for n, s in zip(names, sizes)]
         scalars += [(Param(n, "int", "scalar"), s) for ns, w in zip(stride_names, strides) for n, s in zip(ns, w)]
-        reg = [f"dl_x{j}" for j in range(n_in)] + [f"dl_v{k}" for k in range(len(steps))]
-        known = list(inputs) + list(types)
-        for k, (name, attrs, operands) in enumerate(steps):
-            op = get(name)
-            ins = [known[j] for j in operands]
-            elem, code, ab = _member(op, ins, attrs)
-            for j, operand in enumerate(operands):
-                code = code.replace(f"p{j}[o{j}]", reg[operand])
-            code = code.replace("y[i]", reg[n_in + k])
-            if isinstance(op, Unary):
-                if isinstance(op, Clip):  # unbounded ends: the dialect's infinities (float64: its largest)
-                    big = float(np.finfo(np.float64).max) if elem == "f64" else math.inf
-                    ab = [max(attrs["min"], -big), min(attrs["max"], big)]
-                for letter, value in zip("ab", ab):
-                    if re.search(rf"\b{letter}\b", code) is None:
-                        continue
-                    if elem == "f64":
-                        scalars.append((Param(f"dl_{letter}{k}", "f64", "scalar"), value))
-                        value_code = f"dl_{letter}{k}"
-                    else:
-                        value_code = _float_literal(value)
-                    code = re.sub(rf"\b{letter}\b", value_code, code)
-            body.append(f"        {dialect_type(types[k].dtype)} dl_v{k};\n        {{\n{_scope(elem)}"
-                        f"        {code.strip()}\n        }}\n")
+        lines, chain_scalars = compose(inputs, steps, types)
+        body += lines
+        scalars += chain_scalars
         for k, s in enumerate(outputs):
             body.append(f"        dl_out{k}[i] = dl_v{s};\n")
         body.append("    }")
@@ -324,4 +339,4 @@ class FusedElementwise(Op):
         return Plan([Launch(kernel.spec, tuple(args), groups_for(kernel.size, local, info), (local,))])
 
 
-__all__ = ["FusedElementwise", "fusable", "FUSABLE_KINDS"]
+__all__ = ["FusedElementwise", "fusable", "compose", "FUSABLE_KINDS"]
