@@ -28,7 +28,7 @@ from devicelayer.signature import Arg, Signature, parse_arg
 
 from . import dnnl as host_dnnl, omp as host_omp
 from .blas import blas_extras
-from .stretch import Stretch, quietly
+from .stretch import Stretch, quietly, uses_team
 
 ALIGN = 64
 
@@ -275,11 +275,16 @@ class HostDevice(Device):
         return (fn, geometry), sig
 
     def vendor_op(self, name: str) -> Any:
-        """oneDNN for float32 convolutions, pools, batch normalization, channel shuffles and concatenation, and
-        matrix products where it is installed; NumPy for the rest."""
+        """oneDNN for float32 convolutions, pools, batch normalization, channel shuffles and concatenation,
+        activations and other elementwise functions (``eltwise``), and matrix products where it is installed;
+        NumPy for the rest."""
         if host_dnnl.library() is None:
             return None
-        from . import conv as host_conv, dnnl_ops as host_dnnl_ops, gemm as host_gemm  # (they build on this module's HostVendor)
+        # (they build on this module's HostVendor)
+        from . import conv as host_conv, dnnl_ops as host_dnnl_ops, eltwise as host_eltwise, gemm as host_gemm
+
+        if name in host_eltwise.ALGORITHMS:
+            return host_eltwise.OnednnEltwise(self, name)
 
         kinds = {"conv": host_conv.OnednnConv, "gemm": host_gemm.OnednnGemm, "matmul": host_gemm.OnednnGemm,
                  "max_pool": host_dnnl_ops.OnednnPool, "average_pool": host_dnnl_ops.OnednnPool,
@@ -300,15 +305,17 @@ class HostDevice(Device):
 
     def _build_recording(self, items: list[Any]) -> Stretch:
         """Each item bound to its arrays once: a replay is one task calling them in order (``Stretch``)."""
-        bound: list[tuple[str, Callable[[], Any], bool]] = []
+        bound: list[tuple[str, Callable[[], Any], bool, bool]] = []
         for item in items:
             if item.kind == "launch":
-                bound.append((item.label, *self._bind(item.program, item.args, item.global_size, item.local_size)))
+                call, quiet = self._bind(item.program, item.args, item.global_size, item.local_size)
+                bound.append((item.label, call, quiet, uses_team(call, False)))
             elif item.kind == "copy":
                 d, s = self.pool._bytes(item.dst), self.pool._bytes(item.src)
-                bound.append((item.label, functools.partial(np.copyto, d, s), True))
+                bound.append((item.label, functools.partial(np.copyto, d, s), True, False))
             elif item.kind == "call" and isinstance(item.fn, HostVendor):
-                bound.append((item.label, item.fn.bind(*item.call_args), True))
+                call = item.fn.bind(*item.call_args)
+                bound.append((item.label, call, True, uses_team(call, True)))
             else:
                 raise LaunchError(f"{self.id}: {item.label} has no host form")
         return Stretch(bound)

@@ -151,3 +151,27 @@ class ConcatLayer(Layer):
             self.m_y.point(y)
             self._execute(self.prim, self.args, "concatenation")
             self._wait()
+
+
+class EltwiseLayer(Layer):
+    """oneDNN's elementwise function ``alg`` (with its ``alpha`` and ``beta``) over ``n`` float32 elements."""
+
+    def __init__(self, n: int, alg: int, alpha: float, beta: float) -> None:
+        super().__init__()
+        md = self._md((n,), VECTOR)
+        self.m_x, self.m_y = self._memory(md), self._memory(md)
+        pd = ctypes.c_void_p()
+        check(self.lib, self.lib.dnnl_eltwise_forward_primitive_desc_create(
+            ctypes.byref(pd), self.eng.engine, FORWARD_INFERENCE, alg, md, md, alpha, beta, self._attr()),
+            "dnnl_eltwise_forward_primitive_desc_create")
+        self._described(pd)
+        self.prim = self._primitive(pd)
+        self.args = self._args([(ARG_SRC, self.m_x), (ARG_DST, self.m_y)] + self._scratchpad(pd))
+
+    def run(self, x: int, y: int) -> None:
+        """Y = f(X) at these addresses."""
+        with self.lock:
+            self.m_x.point(x)
+            self.m_y.point(y)
+            self._execute(self.prim, self.args, "eltwise")
+            self._wait()

@@ -22,6 +22,17 @@ from devicelayer.errors import LaunchError
 INLINE_SECONDS = 0.005
 
 
+def team_call(fn: Callable[[], object], team: bool) -> Callable[[], object]:
+    """``fn`` marked as a call that does (``team``) or does not wake oneDNN's OpenMP team."""
+    fn.uses_team = team  # type: ignore[attr-defined]
+    return fn
+
+
+def uses_team(fn: Callable[[], object], default: bool) -> bool:
+    """Whether a bound call wakes an OpenMP team (``team_call``; ``default`` where it does not say)."""
+    return bool(getattr(fn, "uses_team", default))
+
+
 def quietly(fn: Callable[[], object]) -> Callable[[], None]:
     """``fn`` with NumPy's floating-point errors ignored while it runs."""
     def call() -> None:
@@ -33,15 +44,18 @@ def quietly(fn: Callable[[], object]) -> Callable[[], None]:
 class Stretch:
     """Bound calls run in order (``__call__``); ``seconds`` is the last run's duration (None before the first)."""
 
-    __slots__ = ("labels", "calls", "quiet", "seconds")
+    __slots__ = ("labels", "calls", "quiet", "team", "seconds")
 
-    def __init__(self, items: list[tuple[str, Callable[[], object], bool]]) -> None:
-        """``items``: (label, call, whether the call ignores floating-point errors)."""
-        quiet = all(q for _, _, q in items)
-        self.labels = [label for label, _, _ in items]
+    def __init__(self, items: list[tuple[str, Callable[[], object], bool, bool]]) -> None:
+        """``items``: (label, call, whether it ignores floating-point errors, whether it wakes an OpenMP team)."""
+        quiet = all(q for _, _, q, _ in items)
+        self.labels = [label for label, _, _, _ in items]
         # in a stretch that is not quiet throughout, each quiet call sets the error state for itself
-        self.calls = [fn if quiet or not q else quietly(fn) for _, fn, q in items]
+        self.calls = [fn if quiet or not q else quietly(fn) for _, fn, q, _ in items]
         self.quiet = quiet
+        #: a call wakes oneDNN's team: the stretch stays on the worker, whose team it is (a second team, of
+        #: another thread, would spin on the same cores)
+        self.team = any(t for _, _, _, t in items)
         self.seconds: float | None = None
 
     def __len__(self) -> int:
@@ -49,8 +63,9 @@ class Stretch:
 
     @property
     def short(self) -> bool:
-        """Whether the last run took less than ``INLINE_SECONDS``."""
-        return self.seconds is not None and self.seconds < INLINE_SECONDS
+        """Whether it may run on the submitting thread: no call wakes a team and the last run took less than
+        ``INLINE_SECONDS``."""
+        return not self.team and self.seconds is not None and self.seconds < INLINE_SECONDS
 
     def __call__(self) -> None:
         t0 = time.perf_counter()
