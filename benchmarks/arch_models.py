@@ -51,6 +51,18 @@ def _torchvision():
     return torchvision
 
 
+def _transformers():
+    """transformers, with torchvision made importable first where it is installed (transformers imports it, and
+    a torchvision whose compiled ops do not load would make it fail)."""
+    try:
+        _torchvision()
+    except ImportError:
+        pass
+    import transformers
+
+    return transformers
+
+
 def _vision(name: str, size: int = 224, **kw: Any) -> Callable[[], tuple]:
     def build() -> tuple:
         torch = _torch()
@@ -64,9 +76,61 @@ def _family(name: str, length: int) -> Callable[[], tuple]:
     def build() -> tuple:
         from benchmarks.exported_models import FAMILIES
 
+        _transformers()
         module, ins, _outs, _axes, make = FAMILIES[name].build()
         return module, tuple(make(1, length)), ins
     return build
+
+
+def whisper_tiny_encoder() -> tuple:
+    """Whisper-tiny's encoder (d_model 384, 6 heads, 4 layers, FFN 1536, 80 mel bins) on 10 s of audio (1000
+    frames, 500 positions), built from transformers' config as ``exported_models.whisper_encoder`` builds its
+    smaller one."""
+    tf = _transformers()
+
+    from benchmarks.exported_models import _keywords
+
+    torch = _torch()
+    cfg = tf.WhisperConfig(vocab_size=500, num_mel_bins=80, d_model=384, encoder_layers=4, encoder_attention_heads=6,
+                           encoder_ffn_dim=1536, decoder_layers=1, decoder_attention_heads=6, decoder_ffn_dim=1536,
+                           max_source_positions=500, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                           decoder_start_token_id=1)
+    model = _keywords(tf.WhisperModel(cfg).get_encoder().eval(), ["input_features"], ["last_hidden_state"])
+    return model, (torch.randn(1, 80, 1000),), ["input_features"]
+
+
+def bert_mini() -> tuple:
+    """BERT-mini (hidden 256, 4 layers, 4 heads, intermediate 1024) on 128 tokens, from transformers' config."""
+    tf = _transformers()
+
+    from benchmarks.exported_models import _ids_and_mask, _keywords
+
+    cfg = tf.BertConfig(vocab_size=500, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                        intermediate_size=1024, max_position_embeddings=512)
+    model = _keywords(tf.BertModel(cfg).eval(), ["input_ids", "attention_mask"], ["last_hidden_state", "pooler_output"])
+    return model, tuple(_ids_and_mask(500)(1, 128)), ["input_ids", "attention_mask"]
+
+
+def gpt2_small_block() -> tuple:
+    """A GPT-2 LM of 4 blocks 256 wide (4 heads) on 128 tokens, from transformers' config (``exported_models.gpt2``
+    at a larger size)."""
+    tf = _transformers()
+
+    from benchmarks.exported_models import _ids_and_mask
+
+    torch = _torch()
+    cfg = tf.GPT2Config(vocab_size=500, n_embd=256, n_layer=4, n_head=4, n_positions=512, use_cache=False,
+                        bos_token_id=0, eos_token_id=0)
+    gpt = tf.GPT2LMHeadModel(cfg).eval()
+
+    class Logits(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.m = gpt
+
+        def forward(self, input_ids, attention_mask):
+            return self.m(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+    return Logits(), tuple(_ids_and_mask(500)(1, 128)), ["input_ids", "attention_mask"]
 
 
 def ocr_classifier() -> tuple:
@@ -227,10 +291,12 @@ ARCHS = {a.name: a for a in [
     Arch("mobilenet_v2", _vision("mobilenet_v2")),
     Arch("efficientnet_b0", _vision("efficientnet_b0")),
     Arch("convnext_tiny", _vision("convnext_tiny")),
-    Arch("whisper_encoder", _family("whisper_encoder", 0),
-         "transformers' Whisper encoder, exported_models' config: d_model 64, 2 layers, 16 mel bins x 50 frames"),
-    Arch("bert", _family("bert", 32), "transformers' BERT, exported_models' config: hidden 64, 2 layers, 32 tokens"),
-    Arch("gpt2", _family("gpt2", 32), "transformers' GPT-2 LM, exported_models' config: 64 wide, 2 layers, 32 tokens"),
+    Arch("whisper_encoder", whisper_tiny_encoder, "Whisper-tiny's encoder, 80 mel bins x 1000 frames"),
+    Arch("bert", bert_mini, "BERT-mini: hidden 256, 4 layers, 128 tokens"),
+    Arch("gpt2", gpt2_small_block, "GPT-2 LM: 256 wide, 4 layers, 128 tokens"),
+    Arch("whisper_encoder_64", _family("whisper_encoder", 0),
+         "exported_models' Whisper encoder: d_model 64, 2 layers, 16 mel bins x 50 frames (per-node cost)"),
+    Arch("bert_64", _family("bert", 32), "exported_models' BERT: hidden 64, 2 layers, 32 tokens (per-node cost)"),
     Arch("ocr_classifier", ocr_classifier, "PP-OCR direction classifier in shape, 3x48x192"),
     Arch("crnn", _family("ocr", 128), "exported_models' CRNN recogniser (conv + BiLSTM), 1x16x128"),
     Arch("yolov8n", yolov8n, "YOLOv8n layer for layer (ultralytics not installed), 640x640"),

@@ -425,3 +425,19 @@ def test_activations_through_onednn_eltwise_match_the_float64_reference(op, rng)
         assert (key in host.onednn_layers) is routed, op
         scale = max(1.0, float(np.max(np.abs(want))))
         np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-5, atol=2e-5 * scale, err_msg=op)
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("shape,axis", [((3, 700), -1), ((2, 5, 300), 1), ((4, 4, 64, 64), -1), ((7, 30), 0)])
+def test_softmax_through_onednn_matches_the_float64_reference(op, shape, axis, rng):
+    from devicelayer.backends.host import softmax
+
+    host = dl.device("host")
+    x = (rng.standard_normal(shape) * 5).astype(np.float32)
+    x.reshape(-1)[:3] = [-np.inf, 40.0, -40.0]
+    want, checked = _reference(op, [x], axis=axis)
+    got = dl.ops.run(op, [dl.tensor(x, host)], axis=axis)[0].numpy()
+    routed = (op, softmax.rows(shape, checked["axis"]), ()) in host.onednn_layers
+    assert routed is (x.size >= softmax.MIN_ELEMENTS)
+    scale = max(1.0, float(np.abs(want[np.isfinite(want)]).max()))
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-5, atol=2e-5 * scale)

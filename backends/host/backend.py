@@ -276,7 +276,7 @@ class HostDevice(Device):
 
     def vendor_op(self, name: str) -> Any:
         """oneDNN for float32 convolutions, pools, batch normalization, channel shuffles and concatenation,
-        activations and other elementwise functions (``eltwise``), and matrix products where it is installed;
+        activations and other elementwise functions (``eltwise``), softmax, and matrix products where it is installed;
         NumPy for the rest."""
         if host_dnnl.library() is None:
             return None
@@ -285,6 +285,10 @@ class HostDevice(Device):
 
         if name in host_eltwise.ALGORITHMS:
             return host_eltwise.OnednnEltwise(self, name)
+        if name in ("softmax", "log_softmax"):
+            from .softmax import OnednnSoftmax
+
+            return OnednnSoftmax(self, name, f"oneDNN {host_dnnl.version()}")
 
         kinds = {"conv": host_conv.OnednnConv, "gemm": host_gemm.OnednnGemm, "matmul": host_gemm.OnednnGemm,
                  "max_pool": host_dnnl_ops.OnednnPool, "average_pool": host_dnnl_ops.OnednnPool,
