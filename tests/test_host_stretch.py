@@ -23,7 +23,7 @@ def devicelayer_handles_sigint():
 
 
 def _recorded(host, trace, n=64, during=None):
-    def bump(x: "float*", n: "int") -> None:
+    def bump(x: "float*", n: "int") -> None:  # noqa: F722
         trace.append(threading.current_thread().name)
         if during is not None:
             during()
@@ -62,7 +62,7 @@ def test_a_stretch_behind_queued_work_waits_its_turn_on_the_worker():
     rec, buf = _recorded(host, trace)
     rec.replay().wait()
 
-    def slow(x: "float*") -> None:
+    def slow(x: "float*") -> None:  # noqa: F722
         time.sleep(0.2)
         trace.append("slow")
         x[0] = 100
@@ -121,7 +121,7 @@ def test_a_kernel_binds_once_per_recorded_launch_and_calls_quietly():
     host = dl.device("host")
     binds, calls = [], []
 
-    def kernel(x: "float*") -> None:
+    def kernel(x: "float*") -> None:  # noqa: F722
         raise AssertionError("the recording calls what bind_launch returned")
 
     def bind_launch(x):
