@@ -13,8 +13,9 @@ calls each, ``--rounds`` rounds, each timing a block of back-to-back calls of on
 the per-call time of its block.  ``--threads N`` limits the process to N CPUs (its affinity, before anything
 starts threads), so devicelayer's pools and onnxruntime's use the same cores.
 
-Prints a table; writes JSON (machine, date, commit, threads, versions, per model times and ratio, the
-geometric mean of the ratios) under ``--out``.
+Prints a table; writes JSON (machine, date, commit, threads, versions, whether oneDNN is there (``onednn``:
+its version, or null where the host runs NumPy and OpenBLAS), per model times and ratio, the geometric mean of
+the ratios) under ``--out``.  ``benchmarks.host_vs_onnxruntime_compare`` tabulates two sets of results.
 """
 
 from __future__ import annotations
@@ -140,8 +141,11 @@ def _versions() -> dict[str, Any]:
 
     import devicelayer as dl
 
+    from devicelayer.backends.host import dnnl
+
     host = dl.device("host").info
     return {"devicelayer": str(Path(dl.__file__).parent), "onnxruntime": ort.__version__, "numpy": np.__version__,
+            "onednn": dnnl.version(),
             "python": platform.python_version(), "cpu": host.name,
             "host_conv": host.extras.get("conv"), "onednn_threads": host.extras.get("onednn_threads"),
             "blas": {k: v for k, v in host.extras.items() if k.startswith("blas")}}
