@@ -60,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         if a is not None and b is not None:
             both_b.append(b["ratio"])
             both_a.append(a["ratio"])
-    print(f"| geometric mean ({len(both_a)} models) | | | **{geomean(both_b):.2f}** | | | **{geomean(both_a):.2f}** | |")
+    gb, ga = geomean(both_b), geomean(both_a)
+    print(f"| geometric mean ({len(both_a)} models) | | | **{gb:.2f}** | | | **{ga:.2f}** | |")
     return 0
 
 
