@@ -27,7 +27,7 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Medians over the runs of one model (None where every run failed)."""
     ok = [r for r in rows if "ratio" in r]
     if not ok:
-        return None
+        return None  # (no run, or every run failed: their errors are in the files)
     return {"ratio": statistics.median(r["ratio"] for r in ok), "runs": [round(r["ratio"], 2) for r in ok],
             "devicelayer_ms": statistics.median(r["devicelayer_ms"] for r in ok),
             "onnxruntime_ms": statistics.median(r["onnxruntime_ms"] for r in ok),
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def cells(s: dict[str, Any] | None) -> str:
             if s is None:
-                return "| | | failed "
+                return "| | | no run "
             return (f"| {s['devicelayer_ms']:.2f} | {s['onnxruntime_ms']:.2f} | **{s['ratio']:.2f}** "
                     f"({', '.join(f'{r:.2f}' for r in s['runs'])}) ")
         print(f"| {model} {cells(b)}{cells(a)}| {a['max_rel_diff'] if a else float('nan'):.1e} |")
