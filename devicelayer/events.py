@@ -538,6 +538,10 @@ class Dispatcher:
                     self._thread = t
         self._queue.put(fn)
 
+    def running_here(self) -> bool:
+        """Whether the calling thread is the dispatcher's."""
+        return self._thread is threading.current_thread()
+
     def _loop(self) -> None:
         cpus.use_every_cpu()
         work = self._queue

@@ -408,3 +408,36 @@ def test_loading_onednn_with_omp_proc_bind_leaves_the_callers_cpus():
     before, after, route, top = json.loads(out.stdout.strip().splitlines()[-1])
     assert route.startswith("oneDNN") and top == 36.0
     assert after == before and len(after) >= 2
+
+
+@pytest.mark.parametrize("op", sorted(__import__("devicelayer.backends.host.eltwise", fromlist=["x"]).ALGORITHMS))
+def test_activations_through_onednn_eltwise_match_the_float64_reference(op, rng):
+    from devicelayer.backends.host import eltwise
+
+    host = dl.device("host")
+    for n, routed in ((eltwise.MIN_ELEMENTS * 5, True), (eltwise.MIN_ELEMENTS - 1, False)):
+        x = (rng.standard_normal(n) * 4).astype(np.float32)
+        x[:6] = [0.0, -0.0, 30.0, -30.0, 1e-6, -1e-6]
+        want, checked = _reference(op, [x])
+        alg, params = eltwise.ALGORITHMS[op]
+        key = ("eltwise", (alg, n, *params(checked)), ())
+        got = dl.ops.run(op, [dl.tensor(x, host)])[0].numpy()
+        assert (key in host.onednn_layers) is routed, op
+        scale = max(1.0, float(np.max(np.abs(want))))
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-5, atol=2e-5 * scale, err_msg=op)
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("shape,axis", [((3, 700), -1), ((2, 5, 300), 1), ((4, 4, 64, 64), -1), ((7, 30), 0)])
+def test_softmax_through_onednn_matches_the_float64_reference(op, shape, axis, rng):
+    from devicelayer.backends.host import softmax
+
+    host = dl.device("host")
+    x = (rng.standard_normal(shape) * 5).astype(np.float32)
+    x.reshape(-1)[:3] = [-np.inf, 40.0, -40.0]
+    want, checked = _reference(op, [x], axis=axis)
+    got = dl.ops.run(op, [dl.tensor(x, host)], axis=axis)[0].numpy()
+    routed = (op, softmax.rows(shape, checked["axis"]), ()) in host.onednn_layers
+    assert routed is (x.size >= softmax.MIN_ELEMENTS)
+    scale = max(1.0, float(np.abs(want[np.isfinite(want)]).max()))
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-5, atol=2e-5 * scale)

@@ -15,12 +15,17 @@ plan negotiated it (``host_dnnl_op``).
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from . import dnnl as host_dnnl
 from .dnnl_op import Binding, OnednnOp
+
+
+#: convolutions of fewer floating-point operations run on one thread (about 40 us of work there)
+SMALL_FLOPS = 4_000_000
 
 
 class OnednnConv(OnednnOp):
@@ -40,6 +45,11 @@ class OnednnConv(OnednnOp):
         return host_dnnl.ConvLayer(ins[0].shape, ins[1].shape, outs[0].shape, attrs["pads"], attrs["strides"],
                                    attrs["dilations"], attrs["group"], len(ins) >= 3, len(ins) == 4,
                                    attrs.get("activation") == "relu")
+
+    def small(self, ins: Any, outs: Any, attrs: dict) -> bool:
+        """Convolutions of fewer than ``SMALL_FLOPS`` multiply-adds x 2 run on the calling thread alone."""
+        w = ins[1].shape
+        return 2 * outs[0].size * math.prod(w[1:]) < SMALL_FLOPS
 
     def specialize(self, ins: Any, outs: Any, attrs: dict, constants: Mapping[int, np.ndarray]) -> "OnednnConv":
         """This op with constant weights reordered into oneDNN's layout once."""

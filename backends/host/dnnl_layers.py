@@ -15,6 +15,7 @@ from .dnnl import (ARG_DST, ARG_MEAN, ARG_MULTIPLE_SRC, ARG_SCALE, ARG_SHIFT, AR
                         FORWARD_INFERENCE, VECTOR, Layer, check, dims, tag)
 
 POOL_MAX, POOL_AVG_INCLUDE_PAD, POOL_AVG_EXCLUDE_PAD = 0x1FF, 0x2FF, 0x3FF
+SOFTMAX_ACCURATE, SOFTMAX_LOG = 0x30000, 0x30001
 _USE_GLOBAL_STATS, _USE_SCALE, _USE_SHIFT, _FUSE_RELU = 0x1, 0x2, 0x4, 0x8
 
 
@@ -151,3 +152,45 @@ class ConcatLayer(Layer):
             self.m_y.point(y)
             self._execute(self.prim, self.args, "concatenation")
             self._wait()
+
+
+class EltwiseLayer(Layer):
+    """oneDNN's elementwise function ``alg`` (with its ``alpha`` and ``beta``) over ``n`` float32 elements."""
+
+    def __init__(self, n: int, alg: int, alpha: float, beta: float) -> None:
+        super().__init__()
+        md = self._md((n,), VECTOR)
+        self.m_x, self.m_y = self._memory(md), self._memory(md)
+        pd = ctypes.c_void_p()
+        check(self.lib, self.lib.dnnl_eltwise_forward_primitive_desc_create(
+            ctypes.byref(pd), self.eng.engine, FORWARD_INFERENCE, alg, md, md, alpha, beta, self._attr()),
+            "dnnl_eltwise_forward_primitive_desc_create")
+        self._described(pd)
+        self.prim = self._primitive(pd)
+        self.args = self._args([(ARG_SRC, self.m_x), (ARG_DST, self.m_y)] + self._scratchpad(pd))
+
+    def run(self, x: int, y: int) -> None:
+        """Y = f(X) at these addresses."""
+        with self.lock:
+            self.m_x.point(x)
+            self.m_y.point(y)
+            self._execute(self.prim, self.args, "eltwise")
+            self._wait()
+
+
+class SoftmaxLayer(Layer):
+    """Softmax (``log``: log-softmax) along axis 1 of a plain (R, K) or (R, K, inner) float32 tensor."""
+
+    def __init__(self, shape: Sequence[int], log: bool) -> None:
+        super().__init__()
+        md = self._md(shape, len(shape) + 1)  # ab / abc: plain row-major
+        self.m_x, self.m_y = self._memory(md), self._memory(md)
+        pd = ctypes.c_void_p()
+        check(self.lib, self.lib.dnnl_softmax_forward_primitive_desc_create(
+            ctypes.byref(pd), self.eng.engine, FORWARD_INFERENCE, SOFTMAX_LOG if log else SOFTMAX_ACCURATE, md, md,
+            1, self._attr()), "dnnl_softmax_forward_primitive_desc_create")
+        self._described(pd)
+        self.prim = self._primitive(pd)
+        self.args = self._args([(ARG_SRC, self.m_x), (ARG_DST, self.m_y)] + self._scratchpad(pd))
+
+    run = EltwiseLayer.run

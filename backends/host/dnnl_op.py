@@ -15,10 +15,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from . import dnnl as host_dnnl
+from . import dnnl as host_dnnl, omp as host_omp
 from .backend import HostVendor
+from .stretch import team_call
 
 _LAYERS_KEPT = 1024  # layers kept at once per device
+#: calls touching fewer bytes run on the calling thread alone (waking a team costs more than it saves)
+SMALL_BYTES = 256 << 10
 
 
 @dataclass(frozen=True)
@@ -74,13 +77,24 @@ class OnednnOp(HostVendor):
         if found is None:
             if len(layers) >= _LAYERS_KEPT:  # layers bound into plans stay alive through their calls
                 layers.clear()
+            alone = self.small(ins, outs, attrs)
+            build = lambda: self._build(key, ins, outs, attrs, binding)  # noqa: E731
             try:
-                found = {"layer": self._build(key, ins, outs, attrs, binding)}
-                found["implementation"] = found["layer"].implementation
+                layer = host_omp.alone(self.lib, build)() if alone else build()
+                found = {"layer": layer, "implementation": layer.implementation, "alone": alone}
             except host_dnnl.DnnlError as exc:
                 found = {"layer": None, "why": str(exc)}
             layers[full] = found
         return found["layer"]
+
+    @property
+    def lib(self) -> Any:
+        return host_dnnl.library()
+
+    def small(self, ins: Any, outs: Any, attrs: dict) -> bool:
+        """Whether a call is too small to gain from oneDNN's OpenMP team: it then runs on the calling thread
+        alone (``host_omp.alone``), built that way too.  By the bytes it touches; convolutions by their work."""
+        return sum(t.size * t.dtype.itemsize for t in (*ins, *outs)) < SMALL_BYTES
 
     def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
         """Calls oneDNN builds a layer for."""
@@ -109,8 +123,11 @@ class OnednnOp(HostVendor):
                 raise host_dnnl.DnnlError(f"{self.label}: no oneDNN layer for {self._binding}")
             return self._apart(ins, outs, attrs, views)
         call = self._call(layer, [a for a, _ in spans], binding)
+        alone = self.small(ins, outs, attrs)
+        if alone:
+            call = host_omp.alone(self.lib, call)
         # the closure holds the arrays, not only their addresses: a freed buffer's memory lives until the call ran
-        return lambda keep=(binding.weights, views): call()
+        return team_call(lambda keep=(binding.weights, views): call(), not alone)
 
     def _apart(self, ins: Any, outs: Any, attrs: dict, views: list[np.ndarray]) -> Callable[[], None]:
         from devicelayer.kernels.op import get

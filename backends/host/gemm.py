@@ -14,8 +14,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import dnnl as host_dnnl
+from . import dnnl as host_dnnl, omp as host_omp
 from .backend import HostVendor
+from .conv import SMALL_FLOPS
+from .stretch import team_call
 
 
 class OnednnGemm(HostVendor):
@@ -36,7 +38,16 @@ class OnednnGemm(HostVendor):
         pool = self.dev.pool
         views = [pool._bytes(buf) for buf in (*in_bufs, *out_bufs)]
         call = self._call(ins, attrs, views)
-        return lambda keep=views: call()  # the closure holds the arrays until the call ran
+        small = 2 * outs[0].size * self._depth(ins, attrs) < SMALL_FLOPS
+        if small:
+            call = host_omp.alone(host_dnnl.library(), call)
+        return team_call(lambda keep=views: call(), not small)  # the closure holds the arrays until the call ran
+
+    def _depth(self, ins: Any, attrs: dict) -> int:
+        """The length of each dot product (K)."""
+        if self.name == "gemm":
+            return ins[0].shape[0] if attrs["transA"] else ins[0].shape[1]
+        return ins[1].shape[-2]
 
     def _call(self, ins: Any, attrs: dict, views: list[np.ndarray]) -> Callable[[], None]:
         ptr = [v.ctypes.data for v in views]

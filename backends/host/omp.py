@@ -85,14 +85,35 @@ def _openmp(lib: ctypes.CDLL) -> dict[str, Any] | None:
         return None
     try:
         fns = {name: getattr(lib, name) for name in ("GOMP_parallel", "omp_get_thread_num", "omp_get_num_threads",
-                                                     "omp_get_max_threads", "omp_get_proc_bind")}
+                                                     "omp_get_max_threads", "omp_get_proc_bind",
+                                                     "omp_set_num_threads")}
     except AttributeError:
         return None
     fns["GOMP_parallel"].argtypes = [_Task, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint]
     fns["GOMP_parallel"].restype = None
     for name in ("omp_get_thread_num", "omp_get_num_threads", "omp_get_max_threads", "omp_get_proc_bind"):
         fns[name].argtypes, fns[name].restype = [], ctypes.c_int
+    fns["omp_set_num_threads"].argtypes, fns["omp_set_num_threads"].restype = [ctypes.c_int], None
     return fns
+
+
+def alone(lib: ctypes.CDLL | None, fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn`` called with the calling thread's OpenMP team size set to one (its own size back afterwards): oneDNN
+    then runs the work on that thread without waking a team, as it sizes its work by the team it sees (a
+    primitive built this way keeps to one thread).  ``fn`` itself without oneDNN on OpenMP."""
+    omp = None if lib is None else _openmp(lib)
+    if omp is None:
+        return fn
+    get, put = omp["omp_get_max_threads"], omp["omp_set_num_threads"]
+
+    def call() -> Any:
+        size = get()
+        put(1)
+        try:
+            return fn()
+        finally:
+            put(size)
+    return call
 
 
 def describe(lib: ctypes.CDLL | None) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from dataclasses import dataclass, field
@@ -126,6 +127,13 @@ class Op:
         for out, result in zip(outputs, self.reference(inputs, attrs)):
             if out.size:
                 out[...] = result
+
+    def bind_into(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray],
+                  attrs: dict[str, Any]) -> Callable[[], None]:
+        """``reference_into`` on these arrays as a call of no arguments, made once and called many times (a
+        recorded host launch): ops override it to decide once what each call would decide again.  The call
+        is made with NumPy's floating-point errors ignored (the host sets that once for a recorded stretch)."""
+        return functools.partial(self.reference_into, inputs, outputs, attrs)
 
     def plan(self, inputs: Sequence[TensorType], outputs: Sequence[TensorType], attrs: dict[str, Any],
              info: DeviceInfo) -> Plan:
@@ -255,6 +263,11 @@ def _reinit_after_fork() -> None:
 
 
 lifecycle.in_forked_child(_reinit_after_fork)
+
+
+def splits(n: int, nbytes: int) -> bool:
+    """Whether ``parallel`` spreads ``n`` items of ``nbytes`` over helper threads (else it calls once, here)."""
+    return min(HOST_THREADS, n, nbytes // PARALLEL_MIN_BYTES) > 1
 
 
 def parallel(fn: Callable[[int, int], Any], n: int, nbytes: int) -> None:

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -76,16 +76,23 @@ def _host_program(device: Device, op: Op, ins: Sequence[TensorType], outs: Seque
     in_views = [(t.size * t.dtype.itemsize, t.dtype, t.shape) for t in ins]
     out_views = [(t.size * t.dtype.itemsize, t.dtype, t.shape) for t in outs]
 
-    def kernel(*arrays: np.ndarray) -> None:
+    def bind_launch(*arrays: np.ndarray) -> Callable[[], None]:
+        """The op on these arrays as a call of no arguments: views and the implementation chosen once."""
         values = [a[:n].view(dt).reshape(shape) for a, (n, dt, shape) in zip(arrays, in_views)]
         results = [a[:n].view(dt).reshape(shape) for a, (n, dt, shape) in zip(arrays[n_in:], out_views)]
         if any(np.may_share_memory(r, v) for r in results for v in values):
-            for r, value in zip(results, op.reference(values, attrs)):
-                if r.size:
-                    r[...] = value
-        else:
-            op.reference_into(values, results, attrs)
+            def apart() -> None:
+                for r, value in zip(results, op.reference(values, attrs)):
+                    if r.size:
+                        r[...] = value
+            return apart
+        return op.bind_into(values, results, attrs)
 
+    def kernel(*arrays: np.ndarray) -> None:
+        bind_launch(*arrays)()
+
+    kernel.bind_launch = bind_launch  # type: ignore[attr-defined]  # (the host binds a launch once: HostDevice._bind)
+    kernel.ignores_fp_errors = True  # type: ignore[attr-defined]  # NumPy's float errors are the op's results
     prog = device.compile(kernel, op.name.replace(".", "_"))
     with _lock:
         _host_kernels[key] = prog

@@ -11,6 +11,7 @@ structural (one kernel per rank, 1 to 6).
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -18,7 +19,7 @@ import numpy as np
 from ...dtypes import EXTRA_FLOATS, is_number
 from ...info import DeviceInfo
 from ..dialect import KernelSpec, Param, dialect_type
-from ..op import Launch, Op, Plan, TensorType, groups_for, kernel_takes, local_1d, parallel, register
+from ..op import Launch, Op, Plan, TensorType, groups_for, kernel_takes, local_1d, parallel, register, splits
 from ..render import lacks
 from .numeric import KERNEL_DTYPES, SIGNED_TYPES, computable, describe_kinds, kind_of, wide, wide_unsigned
 
@@ -222,6 +223,13 @@ class Binary(Op):
             return super().reference_into(inputs, outputs, attrs)
         broadcast_into(self.numpy, inputs, outputs[0])
         return None
+
+    def bind_into(self, inputs, outputs, attrs):
+        out = outputs[0]
+        if not isinstance(self.numpy, np.ufunc) or out.ndim == 0 or any(x.dtype.name in EXTRA_FLOATS for x in inputs) \
+                or splits(max(out.shape), out.nbytes * (1 + len(inputs))):
+            return super().bind_into(inputs, outputs, attrs)
+        return functools.partial(self.numpy, *inputs, out=out)
 
     def unsupported(self, inputs: Sequence[TensorType], attrs: dict[str, Any], info: DeviceInfo) -> str | None:
         why = super().unsupported(inputs, attrs, info)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable, Sequence
 
@@ -11,7 +12,7 @@ from ...dtypes import EXTRA_FLOATS
 from ...info import DeviceInfo
 from ..dialect import KernelSpec, Param, dialect_type
 from ..op import (Launch, Op, Plan, TensorType, float_attr as _float_attr, groups_for, local_1d, parallel,
-                  register)
+                  register, splits)
 from ..render import lacks
 from ..special import erf as _np_erf
 from .numeric import KERNEL_DTYPES, computable, describe_kinds, kind_of, scalar_type
@@ -80,6 +81,14 @@ class Unary(Op):
                 into(x[a:b], *params, out=y[a:b])
         parallel(piece, x.size, x.nbytes + y.nbytes)
         return None
+
+    def bind_into(self, inputs, outputs, attrs):
+        if self.numpy_into is None or inputs[0].dtype.name in EXTRA_FLOATS:
+            return super().bind_into(inputs, outputs, attrs)
+        x, y = inputs[0].reshape(-1), outputs[0].reshape(-1)
+        if splits(x.size, x.nbytes + y.nbytes):
+            return super().bind_into(inputs, outputs, attrs)
+        return functools.partial(self.numpy_into, x, *self._scalars(x.dtype, attrs), out=y)
 
     def statement(self, dtype: np.dtype) -> str:
         """The dialect statement computing ``y[i]`` from ``x[i]``."""

@@ -82,6 +82,19 @@ def activation_code(slot: Slot, v: str) -> str:
     return ACTIVATIONS[name].code(v, _literal(a), _literal(b))
 
 
+
+#: products of fewer multiply-adds run NumPy's own loops (einsum), not BLAS: waking OpenBLAS's threads for a
+#: product this small costs more than the product, and they spin on the cores for a long while afterwards
+#: (where oneDNN's team runs the model's convolutions)
+_SMALL_RECUR = 1 << 21
+
+
+def _recur(h: np.ndarray, rt: np.ndarray) -> np.ndarray:
+    """h (dirs, B, H) @ rt (dirs, H, N) per direction (the input and recurrent products of a step or a run)."""
+    if h.shape[1] * h.shape[2] * rt.shape[2] < _SMALL_RECUR:
+        return np.einsum("dbh,dhn->dbn", h, rt)
+    return np.matmul(h, rt)
+
 def activation_numpy(slot: Slot, x: np.ndarray) -> np.ndarray:
     name, a, b = slot
     with np.errstate(all="ignore"):
@@ -253,7 +266,8 @@ class Recurrent(Op):
             state.append(np.zeros((dirs, B, H), acc) if v is None else
                          (np.swapaxes(v, 0, 1) if layout else v).astype(acc))
         # every direction at once: xw (dirs, T, B, G * H), R^T (dirs, H, G * H), biases (dirs, 1, 2 * G * H)
-        xw = np.matmul(x.reshape(T * B, -1), W.astype(acc).transpose(0, 2, 1)).reshape(dirs, T, B, G * H)
+        xw = _recur(np.broadcast_to(x.reshape(1, T * B, -1), (dirs, T * B, x.shape[-1])),
+                    W.astype(acc).transpose(0, 2, 1)).reshape(dirs, T, B, G * H)
         rt = R.astype(acc).transpose(0, 2, 1)
         bias = opt["B"].astype(acc)[:, None, :] if "B" in opt else np.zeros((dirs, 1, 2 * G * H), acc)
         peep = opt["P"].astype(acc)[:, None, :] if "P" in opt else None
@@ -535,16 +549,16 @@ class Gru(Recurrent):
         h = state[0]
         wb, rb = bias[..., :3 * H], bias[..., 3 * H:]
         if attrs["linear_before_reset"]:
-            hr = np.matmul(h, rt)
+            hr = _recur(h, rt)
             zr = xw[..., :2 * H] + hr[..., :2 * H] + wb[..., :2 * H] + rb[..., :2 * H]
         else:
-            zr = xw[..., :2 * H] + np.matmul(h, rt[..., :2 * H]) + wb[..., :2 * H] + rb[..., :2 * H]
+            zr = xw[..., :2 * H] + _recur(h, rt[..., :2 * H]) + wb[..., :2 * H] + rb[..., :2 * H]
         z = act(0, self.clip_numpy(zr[..., :H], clip))
         r = act(0, self.clip_numpy(zr[..., H:], clip))
         if attrs["linear_before_reset"]:
             pre = xw[..., 2 * H:] + r * (hr[..., 2 * H:] + rb[..., 2 * H:]) + wb[..., 2 * H:]
         else:
-            pre = xw[..., 2 * H:] + np.matmul(r * h, rt[..., 2 * H:]) + wb[..., 2 * H:] + rb[..., 2 * H:]
+            pre = xw[..., 2 * H:] + _recur(r * h, rt[..., 2 * H:]) + wb[..., 2 * H:] + rb[..., 2 * H:]
         hh = act(1, self.clip_numpy(pre, clip))
         return [(1 - z) * hh + z * h]
 
@@ -614,7 +628,7 @@ class Lstm(Recurrent):
     def cell_numpy(self, xw, state, rt, bias, peep, act, attrs):
         H, clip = attrs["hidden_size"], attrs["clip"]
         h, c = state
-        pre = xw + np.matmul(h, rt) + bias[..., :4 * H] + bias[..., 4 * H:]
+        pre = xw + _recur(h, rt) + bias[..., :4 * H] + bias[..., 4 * H:]
         ai, ao, af, ac = (pre[..., g * H:(g + 1) * H] for g in range(4))
         pi, po, pf = (0, 0, 0) if peep is None else (peep[..., :H], peep[..., H:2 * H], peep[..., 2 * H:])
         i = act(0, self.clip_numpy(ai + pi * c, clip))

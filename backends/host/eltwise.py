@@ -1,0 +1,103 @@
+"""Float32 activations and elementwise functions on the host through oneDNN's eltwise primitive.
+
+NumPy computes ``exp``, ``tanh`` and their kin one element at a time here
+(about 1.4 ns an element for float32 ``exp`` on the 2-core VM, where oneDNN's
+JIT kernels take a tenth of that), and composes sigmoid, SiLU or GELU from
+several passes.  So a float32 tensor of at least ``MIN_ELEMENTS`` elements
+runs oneDNN's primitive for the op (one per op, size and parameters, kept in
+``HostDevice.onednn_layers``) on the OpenMP team the convolutions use; smaller
+ones, and other dtypes, run NumPy, which costs less per call.  Element order
+does not matter, so the tensor's layout does not either.  (Softplus and mish
+stay on NumPy: oneDNN's lose relative precision for negative inputs.)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from . import dnnl as host_dnnl, omp as host_omp
+from .backend import HostVendor
+from .dnnl_layers import EltwiseLayer
+from .dnnl_op import SMALL_BYTES
+from .stretch import team_call
+
+#: tensors with fewer elements run NumPy (a oneDNN call costs a few microseconds more)
+MIN_ELEMENTS = 4096
+
+# oneDNN 3.x algorithm kinds (dnnl_alg_kind_t)
+_RELU, _TANH, _ELU, _HARDSIGMOID, _LOGISTIC, _EXP = 0x20, 0x21, 0x22, 0x28, 0x29, 0x2A
+_GELU_TANH, _SWISH, _GELU_ERF, _HARDSWISH = 0x2B, 0x2C, 0x31, 0x34
+
+#: op name -> (algorithm, alpha and beta from the op's checked attributes)
+ALGORITHMS: dict[str, tuple[int, Callable[[dict], tuple[float, float]]]] = {
+    "relu": (_RELU, lambda a: (0.0, 0.0)),
+    "leaky_relu": (_RELU, lambda a: (a["alpha"], 0.0)),
+    "elu": (_ELU, lambda a: (a["alpha"], 0.0)),
+    "sigmoid": (_LOGISTIC, lambda a: (0.0, 0.0)),
+    "hard_sigmoid": (_HARDSIGMOID, lambda a: (a["alpha"], a["beta"])),
+    "hard_swish": (_HARDSWISH, lambda a: (1.0 / 6.0, 0.5)),
+    "swish": (_SWISH, lambda a: (a["alpha"], 0.0)),
+    "tanh": (_TANH, lambda a: (0.0, 0.0)),
+    "gelu": (_GELU_ERF, lambda a: (0.0, 0.0)),
+    "gelu_tanh": (_GELU_TANH, lambda a: (0.0, 0.0)),
+    "exp": (_EXP, lambda a: (0.0, 0.0)),
+}
+
+
+class OnednnEltwise(HostVendor):
+    """One op of ``ALGORITHMS`` through oneDNN for float32 tensors of ``MIN_ELEMENTS`` or more."""
+
+    def __init__(self, dev: Any, name: str) -> None:
+        super().__init__(dev, name, f"oneDNN {host_dnnl.version()}")
+        self.alg, self._params = ALGORITHMS[name]
+
+    def route(self, ins: Any, attrs: dict) -> EltwiseLayer | None:
+        """The layer running these inputs (built once per size and parameters), None where NumPy runs them."""
+        x = ins[0]
+        if x.dtype not in host_dnnl.DTYPES or x.size < MIN_ELEMENTS:
+            return None
+        alpha, beta = self._params(attrs)
+        key = ("eltwise", (self.alg, x.size, alpha, beta), ())
+        layers = self.dev.onednn_layers
+        found = layers.get(key)
+        if found is None:
+            build = lambda: EltwiseLayer(x.size, self.alg, alpha, beta)  # noqa: E731
+            try:
+                found = {"layer": host_omp.alone(host_dnnl.library(), build)() if _small(x.size) else build()}
+            except host_dnnl.DnnlError as exc:
+                found = {"layer": None, "why": str(exc)}
+            layers[key] = found
+        return found["layer"]
+
+    def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
+        """Float32 tensors of ``MIN_ELEMENTS`` or more that oneDNN builds a primitive for."""
+        return self.route(ins, attrs) is not None
+
+    def bind(self, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> Callable[[], None]:
+        """The op on these buffers as a call on the host worker (NumPy where the two overlap in part)."""
+        pool = self.dev.pool
+        x, y = pool._bytes(in_bufs[0]), pool._bytes(out_bufs[0])
+        n = ins[0].size * ins[0].dtype.itemsize
+        layer = self.route(ins, attrs)
+        if layer is None or (np.may_share_memory(x[:n], y[:n]) and x.ctypes.data != y.ctypes.data):
+            from devicelayer.kernels.op import get
+
+            op = get(self.name)
+            dt = ins[0].dtype
+            xs, ys = x[:n].view(dt), y[:n].view(dt)
+
+            def apart() -> None:  # (computed apart: an eager out= over part of its input, or NumPy's dtypes)
+                ys[...] = op.reference([xs], attrs)[0]
+            return apart
+        px, py = x.ctypes.data, y.ctypes.data
+        call = lambda keep=(x, y): layer.run(px, py)  # noqa: E731
+        small = _small(ins[0].size)
+        return team_call(host_omp.alone(host_dnnl.library(), call) if small else call, not small)
+
+
+def _small(n: int) -> bool:
+    """Whether ``n`` float32 elements in and out run on the calling thread alone (``dnnl_op.SMALL_BYTES``)."""
+    return n * 8 < SMALL_BYTES
+

@@ -1,0 +1,77 @@
+"""Float32 softmax and log-softmax on the host through oneDNN's softmax primitive.
+
+NumPy's softmax is four passes with an ``exp`` that runs an element at a time
+here; oneDNN's is one JIT kernel.  Tensors of at least ``MIN_ELEMENTS``
+float32 elements run it, seen as rows of (outer, K, inner) along the op's axis;
+smaller ones and other dtypes run NumPy.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+from . import dnnl as host_dnnl, omp as host_omp
+from .backend import HostVendor
+from .dnnl_layers import SoftmaxLayer
+from .dnnl_op import SMALL_BYTES
+from .stretch import team_call
+
+#: tensors with fewer elements run NumPy
+MIN_ELEMENTS = 1024
+
+
+def rows(shape: tuple[int, ...], axis: int) -> tuple[int, ...]:
+    """The (outer, K) or (outer, K, inner) view of ``shape`` along ``axis``."""
+    outer, inner = math.prod(shape[:axis]), math.prod(shape[axis + 1:])
+    return (outer, shape[axis]) if inner == 1 else (outer, shape[axis], inner)
+
+
+class OnednnSoftmax(HostVendor):
+    """``softmax`` and ``log_softmax`` through oneDNN for float32 tensors of ``MIN_ELEMENTS`` or more."""
+
+    def route(self, ins: Any, attrs: dict) -> SoftmaxLayer | None:
+        """The layer running these inputs (built once per view), None where NumPy runs them."""
+        x = ins[0]
+        if x.dtype not in host_dnnl.DTYPES or x.size < MIN_ELEMENTS:
+            return None
+        view = rows(x.shape, attrs["axis"])
+        key = (self.name, view, ())
+        found = self.dev.onednn_layers.get(key)
+        if found is None:
+            build = lambda: SoftmaxLayer(view, self.name == "log_softmax")  # noqa: E731
+            try:
+                layer = host_omp.alone(host_dnnl.library(), build)() if _small(x.size) else build()
+                found = {"layer": layer}
+            except host_dnnl.DnnlError as exc:
+                found = {"layer": None, "why": str(exc)}
+            self.dev.onednn_layers[key] = found
+        return found["layer"]
+
+    def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
+        """Float32 tensors of ``MIN_ELEMENTS`` or more that oneDNN builds a primitive for."""
+        return self.route(ins, attrs) is not None
+
+    def bind(self, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> Callable[[], None]:
+        """The op on these buffers as a call on the host worker (NumPy where the output overlaps the input)."""
+        pool = self.dev.pool
+        n = ins[0].size * ins[0].dtype.itemsize
+        x, y = pool._bytes(in_bufs[0])[:n], pool._bytes(out_bufs[0])[:n]
+        layer = self.route(ins, attrs)
+        if layer is None or (x.ctypes.data < y.ctypes.data + n and y.ctypes.data < x.ctypes.data + n):
+            from devicelayer.kernels.op import get
+
+            op = get(self.name)
+            xs, ys = x.view(ins[0].dtype).reshape(ins[0].shape), y.view(ins[0].dtype).reshape(ins[0].shape)
+
+            def apart() -> None:
+                ys[...] = op.reference([xs], attrs)[0]
+            return apart
+        px, py = x.ctypes.data, y.ctypes.data
+        call = lambda keep=(x, y): layer.run(px, py)  # noqa: E731
+        small = _small(ins[0].size)
+        return team_call(host_omp.alone(host_dnnl.library(), call) if small else call, not small)
+
+
+def _small(n: int) -> bool:
+    return n * 8 < SMALL_BYTES

@@ -1,0 +1,152 @@
+"""Where a host plan's time goes: per-node cost of a chain of tiny nodes against onnxruntime's, and a model's
+recorded host calls timed one by one, summed per op type.
+
+    python -m benchmarks.host_overhead chain [--nodes 1,64,256] [--threads N]
+    python -m benchmarks.host_overhead ops MODEL.onnx [--reps R] [--threads N]
+
+``chain``: an ONNX graph of N alternating Add (of a constant) and Relu nodes on a 1x16 float32 tensor, run as
+a devicelayer host plan and as an onnxruntime session (same threads), NumPy in and out; per call medians, and
+the per-node cost as the slope between the chain lengths.  ``ops``: the plan's recorded host stretches, each
+call timed on its own on this thread (back to back, warm), medians per call summed per op type, beside the
+whole run's time (the difference is the run's fixed cost).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import statistics
+import sys
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+
+def chain_model(n: int, shape: tuple[int, ...] = (1, 16)) -> bytes:
+    """N nodes alternating ``Add(x, c)`` and ``Relu``."""
+    from onnx import TensorProto, helper
+
+    nodes, prev = [], "x"
+    for i in range(n):
+        out = f"t{i}" if i < n - 1 else "y"
+        nodes.append(helper.make_node("Relu", [prev], [out]) if i % 2 else helper.make_node("Add", [prev, "c"], [out]))
+        prev = out
+    c = helper.make_tensor("c", TensorProto.FLOAT, shape, np.full(shape, -0.01, np.float32).ravel().tolist())
+    g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], [c])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def _median_us(fn: Callable[[], Any], calls: int, rounds: int) -> float:
+    fn()
+    per = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        per.append((time.perf_counter() - t0) / calls)
+    return statistics.median(per) * 1e6
+
+
+def chain(lengths: list[int], threads: int) -> list[dict[str, Any]]:
+    """Per-call medians of devicelayer and onnxruntime on chains of each length (alternating rounds)."""
+    import onnxruntime as ort
+
+    import devicelayer.onnx as dlo
+
+    x = np.random.default_rng().standard_normal((1, 16)).astype(np.float32)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    rows = []
+    for n in lengths:
+        data = chain_model(n)
+        sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+        plan = dlo.load(data).compile(["host"])
+        assert np.allclose(plan.run_numpy({"x": x})["y"], sess.run(None, {"x": x})[0], atol=1e-6)
+        d, o = [], []
+        for _ in range(5):
+            d.append(_median_us(lambda: plan.run_numpy({"x": x}), 50, 3))
+            o.append(_median_us(lambda: sess.run(None, {"x": x}), 50, 3))
+        rows.append({"nodes": n, "devicelayer_us": statistics.median(d), "onnxruntime_us": statistics.median(o)})
+        plan.release()
+    for a, b in zip(rows, rows[1:]):
+        dn = b["nodes"] - a["nodes"]
+        b["devicelayer_us_per_node"] = (b["devicelayer_us"] - a["devicelayer_us"]) / dn
+        b["onnxruntime_us_per_node"] = (b["onnxruntime_us"] - a["onnxruntime_us"]) / dn
+    return rows
+
+
+def stretches(plan: Any) -> list[Any]:
+    """The host stretches (``backends.host.stretch.Stretch``) of a compiled ONNX plan's recorded runs."""
+    from devicelayer.graph.replay import Segment
+
+    found = []
+    for sub in plan._plans():
+        for prepared in sub._cache.values():
+            if prepared.replay is None:
+                continue
+            found += [w.recording.native for w in prepared.replay.work if isinstance(w, Segment)]
+    return found
+
+
+def ops(path: str, reps: int) -> dict[str, Any]:
+    """Per op type: calls and the sum of their per-call medians; the whole run's median beside it."""
+    import onnx
+
+    import devicelayer.onnx as dlo
+    from benchmarks.host_vs_onnxruntime import random_feeds
+
+    model = onnx.load(path)
+    feeds = random_feeds(model, 0)
+    plan = dlo.load(model).compile(["host"])
+    plan.run_numpy(feeds)
+    run_us = _median_us(lambda: plan.run_numpy(feeds), max(1, reps // 4), 5)
+    calls = [(label, fn) for s in stretches(plan) for label, fn in zip(s.labels, s.calls)]
+    times: dict[str, list[float]] = collections.defaultdict(list)
+    with np.errstate(all="ignore"):
+        for _ in range(reps):
+            for label, fn in calls:
+                t0 = time.perf_counter()
+                fn()
+                times[label].append(time.perf_counter() - t0)
+    per_op: dict[str, list[float]] = collections.defaultdict(list)
+    for label, ts in times.items():
+        per_op[label.rsplit("(", 1)[-1].rstrip(")")].append(statistics.median(ts) * 1e6)
+    rows = sorted(({"op": op, "calls": len(v), "total_us": sum(v), "per_call_us": sum(v) / len(v)}
+                   for op, v in per_op.items()), key=lambda r: -r["total_us"])
+    plan.release()
+    return {"model": path, "run_us": run_us, "calls": len(calls), "sum_us": sum(r["total_us"] for r in rows),
+            "ops": rows}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("what", choices=["chain", "ops"])
+    ap.add_argument("model", nargs="?", help="ONNX file (ops)")
+    ap.add_argument("--nodes", default="1,64,256", help="chain lengths (chain)")
+    ap.add_argument("--reps", type=int, default=30, help="timed calls of each node (ops)")
+    ap.add_argument("--threads", type=int, help="CPUs to use (default: all of the process's)")
+    args = ap.parse_args(argv)
+    import os
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if args.threads and args.threads < len(cpus):
+        os.sched_setaffinity(0, cpus[:args.threads])
+    threads = len(os.sched_getaffinity(0))
+    if args.what == "chain":
+        for r in chain([int(n) for n in args.nodes.split(",")], threads):
+            print(r)
+        return 0
+    if not args.model:
+        print("ops needs MODEL.onnx", file=sys.stderr)
+        return 2
+    doc = ops(args.model, args.reps)
+    print(f"{doc['model']}: run {doc['run_us']:.0f} us; {doc['calls']} host calls summing {doc['sum_us']:.0f} us")
+    for r in doc["ops"]:
+        print(f"  {r['op']:28s} {r['calls']:4d} calls {r['total_us']:9.1f} us  ({r['per_call_us']:.1f} us each)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,55 @@
+"""GELU written out as x / sqrt(2), erf, + 1 and the product with x and 0.5 becomes one gelu node, in every order
+PyTorch's exporters write the product, and only where the chain is exactly that."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import devicelayer as dl
+from devicelayer.graph.gelu import fuse_gelu
+
+
+def _gelu_chain(order, shape=(2, 3, 70), scale="div", one=1.0, half=0.5, reader=False, mid_output=False):
+    g = dl.Graph()
+    x = g.neg(g.input("x", shape))
+    f = np.float32
+    s = g.div(x, g.constant(f(math.sqrt(2)))) if scale == "div" else g.mul(x, g.constant(f(1 / math.sqrt(2))))
+    e = g.add(g.erf(s), g.constant(f(one)))
+    if mid_output:
+        g.output("mid", e)
+    if reader:
+        g.output("r", g.neg(e))
+    if order == "x_e_half":
+        y = g.mul(g.mul(x, e), g.constant(f(half)))
+    elif order == "e_half_x":
+        y = g.mul(g.mul(e, g.constant(f(half))), x)
+    else:
+        y = g.mul(g.mul(x, g.constant(f(half))), e)
+    g.output("y", g.sigmoid(y))
+    return g
+
+
+def _ops(g):
+    return [n.op for n in g.order()]
+
+
+@pytest.mark.parametrize("order", ["x_e_half", "e_half_x", "x_half_e"])
+@pytest.mark.parametrize("scale", ["div", "mul"])
+def test_an_erf_gelu_chain_becomes_one_gelu(order, scale, rng):
+    g = _gelu_chain(order, scale=scale)
+    fused = fuse_gelu(g)
+    assert _ops(fused) == ["neg", "gelu", "sigmoid"]
+    feeds = {"x": rng.standard_normal((2, 3, 70)).astype(np.float32) * 3}
+    want, got = g.compile(["host"])(**feeds)["y"], fused.compile(["host"])(**feeds)["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["one", "half", "reader", "mid_output"])
+def test_what_is_not_exactly_gelu_stays(kind):
+    g = _gelu_chain("x_e_half", one=2.0 if kind == "one" else 1.0, half=0.25 if kind == "half" else 0.5,
+                    reader=kind == "reader", mid_output=kind == "mid_output")
+    fused = fuse_gelu(g)
+    assert fused is g and "gelu" not in _ops(fused)
