@@ -18,7 +18,6 @@ from ..errors import GraphError, InvalidArgument, UnsupportedOp
 from ..graph.dynamic import Cut as PlanCut, DynamicPlan, InputSpec, PinInputs, SegmentSpec
 from ..graph.fold import fold_affine, fuse_activations
 from ..graph.ir import Graph, Value
-from ..graph.gelu import fuse_gelu
 from ..graph.shuffle import fuse_channel_shuffles
 from .loader import Context, _onnx, input_dims, np_dtype
 from .walk import Cut, NeedDriver, NeedHost, NeedValues, Program, bind_inputs, values_of, walk
@@ -200,7 +199,7 @@ class OnnxModel:
             else:
                 constants[name] = x
         if self.fold and g.nodes:
-            g = fuse_gelu(fuse_channel_shuffles(fuse_activations(fold_affine(g))))
+            g = fuse_channel_shuffles(fuse_activations(fold_affine(g)))
         return SegmentSpec(g, outputs, constants, plan_cut)
 
     def graph(self, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
