@@ -169,6 +169,8 @@ class Connection:
         if constants is not None:
             raise InvalidArgument("compile: constants= shares device copies within one process; a plan over a "
                                   "cluster takes none")
+        self.refresh(timeout)  # nodes that left since the ids were resolved are unknown now: DeviceNotFound
+        devices = [self.resolve(d.id) if self.is_remote(d) else d for d in devices]
         plan = compile_plan(self, graph, devices, placement, strict, policy, record, parallel, timeout)
         self._plans.add(plan)
         return plan
