@@ -16,7 +16,7 @@ pytest.importorskip("ray")
 import devicelayer as dl  # noqa: E402
 import devicelayer.cluster as dc  # noqa: E402
 from devicelayer.errors import (  # noqa: E402
-    BackendUnavailable, DeviceNotFound, GraphError, InvalidArgument, NodeError)
+    DeviceNotFound, GraphError, InvalidArgument, NodeError)
 
 import cluster_nodes  # noqa: E402
 
@@ -300,3 +300,25 @@ def test_misuse(two, rng):
     g.output("extra", g.relu(g.outputs["y"]))
     with pytest.raises(GraphError, match="changed"):
         changed(x=x)
+
+
+def test_info_cluster_lists_every_nodes_devices(two):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "COLUMNS": "200"}
+    done = subprocess.run([sys.executable, "-m", "devicelayer.cli", "info", "--cluster", two.cluster.address,
+                           "--json"], capture_output=True, text=True, timeout=180, env=env)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["schema"] == "devicelayer.cluster-info/1"
+    nodes = {n["name"]: [d["id"] for d in n["devices"]] for n in doc["nodes"]}
+    assert nodes[two.a] == [f"{two.a}/host"]
+    assert set(nodes[two.b]) == {f"{two.b}/host", f"{two.b}/opencl:0", f"{two.b}/vulkan:0"}
+    table = subprocess.run([sys.executable, "-m", "devicelayer.cli", "info", "--cluster", two.cluster.address],
+                           capture_output=True, text=True, timeout=180, env=env)
+    assert table.returncode == 0 and f"node {two.a}" in table.stdout and f"{two.b}/vulkan:0" in table.stdout
+    refused = subprocess.run([sys.executable, "-m", "devicelayer.cli", "info", "--cluster", "--backend", "host"],
+                             capture_output=True, text=True, timeout=60, env=env)
+    assert refused.returncode == 2 and "--backend" in refused.stderr
