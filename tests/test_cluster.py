@@ -178,16 +178,16 @@ def test_pipeline_runs_in_flight(two, rng):
 
 
 def test_data_parallel_splits_the_batch(two, rng):
-    g, weights = chain(rng, layers=3, batch=7)
+    g, weights = chain(rng, layers=3, batch=1)  # one row a part
     ids = [f"{two.a}/host", f"{two.b}/vulkan:0"]
     plan = g.compile(ids, parallel="data")
-    assert plan.parallel == "data" and plan.transfers == 0
+    assert plan.parallel == "data" and plan.transfers == 0 and plan.batch == 1
     assert {r["device"] for r in plan.placement_table()} == set(ids)
     x = fresh(rng, (7, 32))
     np.testing.assert_allclose(plan(x=x)["y"], reference(x, weights), rtol=1e-4, atol=1e-5)
-    assert [p["node"] for p in plan.last_run["parts"]] == [two.a, two.b]
-    assert [sum(p["bytes"]) for p in plan.last_run["parts"]] == [3 * 32 * 4, 4 * 32 * 4]
-    one = fresh(rng, (1, 32))  # fewer rows than nodes: one node runs it
+    assert [p["node"] for p in plan.last_run["parts"]] == [two.a] * 3 + [two.b] * 4
+    assert all(p["bytes"] == [32 * 4] for p in plan.last_run["parts"])
+    one = fresh(rng, (1, 32))  # fewer parts than nodes: one node runs it
     np.testing.assert_allclose(plan(x=one)["y"], reference(one, weights), rtol=1e-4, atol=1e-5)
     assert len(plan.last_run["parts"]) == 1
     outs = plan.map([{"x": fresh(rng, (7, 32))} for _ in range(3)], in_flight=2)
@@ -199,6 +199,10 @@ def test_data_parallel_splits_the_batch(two, rng):
     both = pair.compile(ids, parallel="data")
     with pytest.raises(InvalidArgument, match="batches differ"):
         both(p=fresh(rng, (4, 3)), q=fresh(rng, (6, 3)))
+    with pytest.raises(InvalidArgument, match="multiple of 4"):
+        both(p=fresh(rng, (6, 3)), q=fresh(rng, (6, 3)))
+    p8, q8 = fresh(rng, (8, 3)), fresh(rng, (8, 3))  # two parts of the graph's 4 rows, one per node
+    np.testing.assert_allclose(both(p=p8, q=q8)["s"], p8.astype(np.float64) + q8, rtol=1e-6)
     total = dl.Graph("total")
     t = total.input("t", (4, 3))
     total.output("s", total.sum(t, axes=[0], keepdims=False))

@@ -30,12 +30,12 @@ def three():
 
 
 def test_data_parallel_over_three_nodes(three, rng):
-    g, weights = chain(rng, layers=3, batch=10)
+    g, weights = chain(rng, layers=3, batch=2)
     plan = g.compile([f"{n}/host" for n in three.names], parallel="data")
-    x = fresh(rng, (10, 32))
+    x = fresh(rng, (20, 32))  # ten parts of two rows
     np.testing.assert_allclose(plan(x=x)["y"], reference(x, weights), rtol=1e-4, atol=1e-5)
-    assert [p["node"] for p in plan.last_run["parts"]] == three.names
-    assert [sum(p["bytes"]) // (32 * 4) for p in plan.last_run["parts"]] == [3, 3, 4]
+    nodes = [p["node"] for p in plan.last_run["parts"]]
+    assert nodes == [three.names[0]] * 3 + [three.names[1]] * 3 + [three.names[2]] * 4
 
 
 def test_pipeline_over_three_nodes(three, rng):
@@ -91,3 +91,32 @@ def test_disconnect_ends_the_plans_and_the_node_ids(three, rng):
     local = g.compile(["host"])  # this machine's devices are untouched
     np.testing.assert_allclose(local(x=x)["y"], reference(x, weights), rtol=1e-4, atol=1e-5)
     assert dl.device("host").info.id == "host"
+
+
+def test_connect_misuse_and_an_existing_ray_session(three, rng):
+    import ray
+
+    from devicelayer.errors import BackendUnavailable, InvalidArgument
+
+    dc.disconnect()
+    with pytest.raises(BackendUnavailable, match="connect\\(\\) first"):
+        dc.devices()
+    with pytest.raises(BackendUnavailable, match="connect\\(\\) first"):
+        dc.device(f"{three.names[0]}/host")
+    with pytest.raises(InvalidArgument, match="keyword"):
+        dc.connect(three.cluster.address, bogus_keyword=1)
+    assert not ray.is_initialized()
+    ray.init(address=three.cluster.address, _node_ip_address="127.0.0.1", log_to_driver=False)
+    try:
+        with pytest.raises(InvalidArgument, match="without arguments"):
+            dc.connect(three.cluster.address)
+        dc.connect()  # the session this process has
+        g, weights = chain(rng, layers=2)
+        x = fresh(rng, (8, 32))
+        plan = g.compile([f"{three.names[1]}/host"])
+        np.testing.assert_allclose(plan(x=x)["y"], reference(x, weights), rtol=1e-4, atol=1e-5)
+        dc.disconnect()
+        assert ray.is_initialized()  # left up: connect did not start it
+    finally:
+        dc.disconnect()
+        ray.shutdown()

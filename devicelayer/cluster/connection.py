@@ -218,7 +218,11 @@ def connect(address: str | None = None, **ray_init_kwargs: Any) -> Connection:
                 r.init(address=address, **ray_init_kwargs)
             except TypeError as exc:
                 raise InvalidArgument(f"connect: {exc}") from None
-            except (ConnectionError, ValueError, RuntimeError) as exc:
+            except RuntimeError as exc:
+                if "keyword argument" in str(exc):  # ray.init's word for an option it does not take
+                    raise InvalidArgument(f"connect: {exc}") from None
+                raise BackendUnavailable(f"connect: cannot join a Ray cluster at {address!r}: {exc}") from None
+            except (ConnectionError, ValueError) as exc:
                 raise BackendUnavailable(f"connect: cannot join a Ray cluster at {address!r}: {exc}") from None
             owns = True
         conn = Connection(owns, address)

@@ -9,8 +9,8 @@ in flight (``submit``, ``map``) the parts on different nodes overlap: a
 pipeline.
 
 ``parallel="data"``: every node compiles the whole graph over its devices;
-a run splits the batch (axis 0 of every input) over the nodes and
-concatenates their outputs.
+a run cuts its batch (axis 0 of every input) into parts of the graph's batch,
+spreads them over the nodes and concatenates their outputs.
 
 Both: ``plan(**feeds)`` returns NumPy outputs as a plan on one machine does.
 """
@@ -308,7 +308,10 @@ class ModelPlan(ClusterPlan):
 
 
 class DataPlan(ClusterPlan):
-    """The whole graph on every node; a run splits the batch (axis 0) over the nodes and gathers the outputs."""
+    """The whole graph on every node.  The graph's batch (axis 0 of its inputs, ``batch``) is one part: a run of
+    ``n * batch`` rows is cut into ``n`` parts, spread in contiguous runs over the nodes, and the outputs are
+    gathered in order along axis 0.  Every node runs the graph with the shapes it was built for, so a graph
+    whose shapes are fixed (an ONNX model's Reshape to a batch) runs as well as one that takes any batch."""
 
     parallel = "data"
 
@@ -342,6 +345,9 @@ class DataPlan(ClusterPlan):
             raise GraphError(f"parallel='data' splits axis 0 of every input over the nodes; the inputs' first "
                              f"dimensions differ or are missing: {batches}")
         batch = next(iter(batches.values()))
+        if batch < 1:
+            raise GraphError("parallel='data' splits the inputs' batch (axis 0) over the nodes; the graph's batch is 0")
+        self.batch = batch
         for name, v in self.graph.outputs.items():
             shape = types[id(v)].shape
             if not shape or shape[0] != batch:
@@ -350,22 +356,27 @@ class DataPlan(ClusterPlan):
 
     def _submit(self, arrays: dict[int, np.ndarray], profile: bool, timeout: float | None) -> ClusterRun:
         r = ray()
+        b = self.batch
         sizes = {v.name: arrays[id(v)].shape[0] for v in self.graph.inputs}
         if len(set(sizes.values())) != 1:
             raise InvalidArgument(f"parallel='data' splits axis 0 of every input; the inputs' batches differ: "
                                   f"{sizes}")
-        batch = next(iter(sizes.values()))
-        count = max(1, min(len(self._jobs), batch))
-        bounds = np.linspace(0, batch, count + 1).astype(int)
+        rows = next(iter(sizes.values()))
+        if rows < b or rows % b:
+            raise InvalidArgument(f"parallel='data' runs the graph on parts of {b} row(s) (its batch); the inputs "
+                                  f"have {rows} rows, not a positive multiple of {b}")
+        count = rows // b
+        bounds = np.linspace(0, count, min(len(self._jobs), count) + 1).astype(int)
         t0 = time.time()
         calls, stats, pieces = [], [], []
         names = [v.name for v in self.graph.inputs]
-        for (node, actor, key), lo, hi in zip(self._jobs[:count], bounds[:-1], bounds[1:]):
-            refs = [r.put(arrays[id(v)][lo:hi]) for v in self.graph.inputs]
-            out = actor.run.options(num_returns=len(self.graph.outputs) + 1).remote(key, names, refs, profile)
-            calls.append(Call(node, self._first, out[-1]))
-            stats.append(out[-1])
-            pieces.append(out[:-1])
+        for (node, actor, key), lo, hi in zip(self._jobs, bounds[:-1], bounds[1:]):
+            for j in range(lo, hi):  # a node's parts run one after another there; the nodes at once
+                refs = [r.put(arrays[id(v)][j * b:(j + 1) * b]) for v in self.graph.inputs]
+                out = actor.run.options(num_returns=len(self.graph.outputs) + 1).remote(key, names, refs, profile)
+                calls.append(Call(node, self._first, out[-1]))
+                stats.append(out[-1])
+                pieces.append(out[:-1])
         outputs = {name: [p[i] for p in pieces] for i, name in enumerate(self.graph.outputs)}
         return ClusterRun(self, calls, outputs, stats, t0, timeout, profile)
 
@@ -373,11 +384,11 @@ class DataPlan(ClusterPlan):
         return [row for table in self._tables for row in table]
 
     def transfer_table(self) -> list[dict[str, Any]]:
-        share = max(1, len(self.nodes))
+        """What a run of one part per node moves (a run of more parts moves that much per part)."""
         moves = [{"value": v.name, "kind": "input", "source": "driver", "target": node,
-                  "bytes": _nbytes(self._types, v) // share} for node in self.nodes for v in self.graph.inputs]
+                  "bytes": _nbytes(self._types, v)} for node in self.nodes for v in self.graph.inputs]
         moves += [{"value": name, "kind": "output", "source": node, "target": "driver",
-                   "bytes": _nbytes(self._types, v) // share}
+                   "bytes": _nbytes(self._types, v)}
                   for node in self.nodes for name, v in self.graph.outputs.items()]
         return moves
 
