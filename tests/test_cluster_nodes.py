@@ -62,15 +62,16 @@ def test_a_node_removed_mid_run_raises_node_error_and_the_survivors_compile_agai
             plan.map([{"x": x}] * 200, in_flight=3, timeout=60)
     finally:
         remover.join()
-    assert time.perf_counter() - start < 60  # bounded: no hang
-    assert caught.value.node == gone and caught.value.op == plan.parts[2].first
+    took = time.perf_counter() - start
+    assert took < 60, f"{took:.1f} s: {caught.value}"  # bounded: no hang
+    assert (caught.value.node, caught.value.op) == (gone, plan.parts[2].first), str(caught.value)
     assert gone in str(caught.value)
     with pytest.raises(NodeError, match="compile the graph again"):
         plan(x=x)
     deadline = time.monotonic() + 60
     while any(n.name == gone for n in dc.nodes()) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert [n.name for n in dc.nodes()] == three.names[:2]
+    assert sorted(n.name for n in dc.nodes()) == sorted(three.names[:2])
     with pytest.raises(DeviceNotFound, match=gone):
         g.compile(ids, policy="pipeline")
     again = g.compile(ids[:2], policy="pipeline")
