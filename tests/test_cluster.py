@@ -80,7 +80,7 @@ def test_unknown_node_and_malformed_ids(two):
     for bad in ("/host", f"{two.a}/", f"{two.a}/host/x", f" {two.a}/host"):
         with pytest.raises(DeviceNotFound, match="malformed"):
             dc.device(bad)
-    with pytest.raises(InvalidArgument):
+    with pytest.raises(InvalidArgument, match="expected a node-qualified id"):
         dc.device(3)
     g, _ = chain(np.random.default_rng(0), layers=1)
     with pytest.raises(DeviceNotFound):

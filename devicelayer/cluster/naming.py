@@ -35,8 +35,8 @@ def split(id: object) -> tuple[str, str]:
     """(node, local id) of a node-qualified id; InvalidArgument for what is not a string, DeviceNotFound for a
     malformed id."""
     if not isinstance(id, str) or not id:
-        raise InvalidArgument(f"device: expected an id such as '<node>/opencl:0', got {id!r}")
+        raise InvalidArgument(f"device: expected a node-qualified id such as '<node>/<local id>', got {id!r}")
     node, sep, local = id.partition(SEPARATOR)
     if not sep or not node or not local or SEPARATOR in local or node != node.strip() or local != local.strip():
-        raise DeviceNotFound(f"device id {id!r} is malformed: expected NODE/DEVICE, as '{'0' * SHORTEST}/host'")
+        raise DeviceNotFound(f"device id {id!r} is malformed: expected NODE/LOCAL_ID, as '<node>/<local id>'")
     return node, local
