@@ -57,6 +57,8 @@ def configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=1, metavar="N", help="timed runs after one warm-up (default 1)")
     p.add_argument("--trace", metavar="FILE.json", help="write a Chrome/Perfetto trace of one profiled run")
     p.add_argument("--json", action="store_true", help=f"print a JSON report (schema {JSON_SCHEMA})")
+    p.add_argument("--no-fuse", action="store_true",
+                   help="run the model node by node as written (no fused kernels), to compare or debug")
     return p
 
 
@@ -246,7 +248,7 @@ def _main(args: argparse.Namespace) -> int:
         for label, devs in targets:
             try:
                 t0 = time.perf_counter()
-                plan = graph.compile(devs)
+                plan = graph.compile(devs, fuse=not args.no_fuse)
                 compile_s = time.perf_counter() - t0
             except DeviceLayerError as exc:
                 results.append({"device": label, "error": f"{type(exc).__name__}: {exc}"})
@@ -266,6 +268,7 @@ def _main(args: argparse.Namespace) -> int:
                         counts[row["device"]] = counts.get(row["device"], 0) + 1
                     entry["placement"] = counts
                     entry["transfers"] = plan.transfers
+                    entry["kernels"] = plan.kernel_counts()
                     entry["memory"] = plan.memory_report()
                     entry["specialisations"] = plan.cache_info()
                     if args.trace:
@@ -342,8 +345,10 @@ def _print(results: list[dict[str, Any]], path: Any, args: argparse.Namespace) -
     several = len({json.dumps(e.get("shapes"), sort_keys=True) for e in results}) > 1
     if several:
         table.add_column("shapes")
-    for col in ("device", "median ms", "min ms", "placement", "transfers", "peak", "onnxruntime", "agreement"):
-        table.add_column(col, justify="right" if col in ("median ms", "min ms", "transfers", "peak") else "left")
+    for col in ("device", "median ms", "min ms", "placement", "transfers", "kernels", "peak", "onnxruntime",
+                "agreement"):
+        table.add_column(col, justify="right" if col in ("median ms", "min ms", "transfers", "kernels", "peak")
+                         else "left")
 
     def verdict(check: dict[str, Any] | None) -> str:
         if not check:
@@ -355,14 +360,16 @@ def _print(results: list[dict[str, Any]], path: Any, args: argparse.Namespace) -
         shapes = [escape(" ".join(f"{n}={'x'.join(map(str, s)) or 'scalar'}" for n, s in e.get("shapes", {}).items()))
                   ] if several else []
         if "error" in e:
-            table.add_row(*shapes, escape(e["device"]), "[red]failed[/]", "", "", "", "", escape(e["error"][:160]), "")
+            table.add_row(*shapes, escape(e["device"]), "[red]failed[/]", "", "", "", "", "", escape(e["error"][:160]),
+                          "")
             continue
         lat = e["latency_ms"]
         agree = e.get("agreement")
         peak = sum(m["peak"] for m in e["memory"].values())
         table.add_row(*shapes, escape(e["device"]), f"{lat['median']:.3f}" if lat else "-", f"{lat['min']:.3f}" if lat else "-",
                       escape(", ".join(f"{d}: {n}" for d, n in e["placement"].items())), str(e["transfers"]),
-                      f"{peak / 1024:.0f} KiB", verdict(e.get("check")),
+                      f"{e['kernels']['after']} (of {e['kernels']['before']})", f"{peak / 1024:.0f} KiB",
+                      verdict(e.get("check")),
                       (verdict(agree) + f" vs {escape(agree['with'])}") if agree else "-")
     Console().print(table)
 

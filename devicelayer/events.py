@@ -30,6 +30,10 @@ log = logging.getLogger("devicelayer")
 #: threads that block on native events which have no completion callback of their own (daemon threads: the
 #: interpreter's exit does not wait for work the program gave up on)
 _waiters = DaemonPool(16, "devicelayer-waiter", initializer=cpus.use_every_cpu)
+#: the longest the main thread blocks at a time in a wait of devicelayer's own: an untimed lock wait was seen to
+#: hold a Ctrl-C until the lock was released (CUDA plans on an H100, Python 3.12), so the main thread waits in
+#: slices and Python's SIGINT handler runs between them
+MAIN_WAIT_SLICE = 0.05
 #: guards the completion state of every event (critical sections are a few assignments)
 _state_lock = threading.Lock()
 
@@ -88,7 +92,16 @@ class Event:
 
     def _block(self, timeout: float | None) -> bool:
         """Block until the work finished or ``timeout`` passed; True when it finished."""
-        return self._signal().wait(timeout)
+        flag = self._signal()
+        if threading.current_thread() is not threading.main_thread():
+            return flag.wait(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:  # in slices, so a Ctrl-C ends the wait within one slice
+            left = MAIN_WAIT_SLICE if deadline is None else min(MAIN_WAIT_SLICE, deadline - time.monotonic())
+            if flag.wait(max(left, 0.0)):
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
 
     def _native_error(self) -> BaseException | None:
         """The error the native work ended with, read once it has finished."""

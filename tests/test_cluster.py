@@ -212,7 +212,7 @@ def test_data_parallel_splits_the_batch(two, rng):
 
 def test_profile_gives_one_track_per_node_and_device(two, rng, tmp_path):
     g, _ = chain(rng, layers=4)
-    plan = g.compile([f"{two.a}/host", f"{two.b}/opencl:0"], policy="pipeline")
+    plan = g.compile([f"{two.a}/host", f"{two.b}/opencl:0"], policy="pipeline", fuse=False)  # nodes as named
     with pytest.raises(GraphError, match="profile"):
         plan.trace(tmp_path / "none.json")
     plan(x=fresh(rng, (8, 32)), profile=True)

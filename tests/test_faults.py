@@ -188,7 +188,7 @@ def _gated_plan(device):
     g = dl.Graph()
     x, z = g.input("x", (64,)), g.input("z", (64,))
     g.output("y", g.sigmoid(g.add(g.relu(x, name="first"), z, name="joins_z"), name="last"))
-    return g.compile([device])
+    return g.compile([device], fuse=False)  # node by node: the failure names the one node reading z
 
 
 def _run_with_z_failing_later(plan, device, zbuf):

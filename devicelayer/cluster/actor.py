@@ -35,9 +35,10 @@ class NodeWorker:
                 "devices": devices, "unavailable": [(u.backend, u.reason) for u in devicelayer.unavailable()]}
 
     def prepare(self, key: str, graph: Any, devices: Sequence[str], placement: dict[str, str] | None,
-                strict: bool, policy: str, record: bool) -> dict[str, Any]:
+                strict: bool, policy: str, record: bool, fuse: bool) -> dict[str, Any]:
         """Compile ``graph`` over this node's ``devices`` as plan part ``key``; its placement and memory reports."""
-        plan = graph.compile(list(devices), placement=placement, strict=strict, policy=policy, record=record)
+        plan = graph.compile(list(devices), placement=placement, strict=strict, policy=policy, record=record,
+                             fuse=fuse)
         old = self._plans.pop(key, None)
         if old is not None:
             old.release()
@@ -63,7 +64,7 @@ class NodeWorker:
                  "bytes": [int(getattr(a, "nbytes", 0)) for a in arrays], "run_start": t2 - t0}
         if profile:
             stats["profile"] = plan.last_profile
-        return (*[outputs[name] for name in plan.graph.outputs], stats)
+        return (*[outputs[name] for name in getattr(plan, "source_graph", plan.graph).outputs], stats)
 
     def release(self, key: str) -> None:
         """Free plan part ``key`` (nothing where there is none)."""

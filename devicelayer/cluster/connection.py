@@ -161,7 +161,7 @@ class Connection:
         return isinstance(device, RemoteDevice) and device._owner is self
 
     def compile(self, graph: Any, devices: Sequence[Any], placement: Any, strict: bool, policy: str,
-                record: bool, constants: Any, parallel: str, timeout: float | None) -> Any:
+                record: bool, constants: Any, fuse: bool, parallel: str, timeout: float | None) -> Any:
         """A plan of ``graph`` over devices of the cluster (``Graph.compile`` calls this)."""
         from .plans import compile_plan
 
@@ -171,7 +171,7 @@ class Connection:
                                   "cluster takes none")
         self.refresh(timeout)  # nodes that left since the ids were resolved are unknown now: DeviceNotFound
         devices = [self.resolve(d.id) if self.is_remote(d) else d for d in devices]
-        plan = compile_plan(self, graph, devices, placement, strict, policy, record, parallel, timeout)
+        plan = compile_plan(self, graph, devices, placement, strict, policy, record, fuse, parallel, timeout)
         self._plans.add(plan)
         return plan
 

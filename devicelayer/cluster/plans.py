@@ -215,11 +215,11 @@ class ClusterPlan:
         self._finalizer()
 
     def _prepare_all(self, jobs: Sequence[tuple[str, Any, str, Any, list[str], dict[str, str] | None]],
-                     strict: bool, policy: str, record: bool) -> list[dict[str, Any]]:
+                     strict: bool, policy: str, record: bool, fuse: bool) -> list[dict[str, Any]]:
         """Compile every (node, actor, key, graph, devices, placement) at once; their reports."""
         refs, calls = [], []
         for node, actor, key, graph, devices, placement in jobs:
-            ref = actor.prepare.remote(key, graph, devices, placement, strict, policy, record)
+            ref = actor.prepare.remote(key, graph, devices, placement, strict, policy, record, fuse)
             self._held.append((actor, key))
             refs.append(ref)
             calls.append(Call(node, graph.nodes[0].name if graph.nodes else "?", ref))
@@ -241,7 +241,7 @@ class ModelPlan(ClusterPlan):
     parallel = "model"
 
     def __init__(self, connection: Any, graph: Graph, devices: Sequence[RemoteDevice],
-                 explicit: Mapping[str, Any] | None, strict: bool, policy: str, record: bool,
+                 explicit: Mapping[str, Any] | None, strict: bool, policy: str, record: bool, fuse: bool,
                  timeout: float | None) -> None:
         super().__init__(connection, graph, devices, timeout)
         nodes = graph.needed()
@@ -255,12 +255,13 @@ class ModelPlan(ClusterPlan):
         for part in self.parts:
             used = sorted({self._placement.of(n).id for n in part.nodes}, key=order.__getitem__)
             local = [d.split("/", 1)[1] for d in used]
-            mapping = {n.name: self._placement.of(n).local_id for n in part.nodes}
+            # a part on one device needs no pins (and fuses freely); on several, each graph node is pinned
+            mapping = {n.name: self._placement.of(n).local_id for n in part.nodes} if len(local) > 1 else None
             key = f"{self._prefix}-p{part.index}"
             jobs.append((part.node, actors[part.node], key, subgraph(graph, part, f"{graph.name}@{part.node}"),
                          local, mapping))
         self._jobs = [(actor, key) for _, actor, key, *_ in jobs]
-        reports = self._prepare_all(jobs, True, "fill", record)
+        reports = self._prepare_all(jobs, True, "fill", record, fuse)
         self._memory = [(part.node, r["memory"]) for part, r in zip(self.parts, reports)]
         self._read = {id(v) for part in self.parts for v in part.inputs}
 
@@ -316,7 +317,7 @@ class DataPlan(ClusterPlan):
     parallel = "data"
 
     def __init__(self, connection: Any, graph: Graph, devices: Sequence[RemoteDevice],
-                 explicit: Mapping[str, Any] | None, strict: bool, policy: str, record: bool,
+                 explicit: Mapping[str, Any] | None, strict: bool, policy: str, record: bool, fuse: bool,
                  timeout: float | None) -> None:
         super().__init__(connection, graph, devices, timeout)
         nodes = graph.needed()
@@ -330,7 +331,7 @@ class DataPlan(ClusterPlan):
             mapping = _explicit_for(node, explicit)
             jobs.append((node, actors[node], f"{self._prefix}-{node}", graph, local, mapping))
         self._jobs = [(node, actor, key) for node, actor, key, *_ in jobs]
-        reports = self._prepare_all(jobs, strict, policy, record)
+        reports = self._prepare_all(jobs, strict, policy, record, fuse)
         self._memory = [(node, r["memory"]) for node, r in zip(self.nodes, reports)]
         self._tables = [[{**row, "device": f"{node}/{row['device']}"} for row in r["placement"]]
                         for node, r in zip(self.nodes, reports)]
@@ -416,7 +417,8 @@ def _explicit_for(node: str, explicit: Mapping[str, Any] | None) -> dict[str, st
 
 
 def compile_plan(connection: Any, graph: Graph, devices: Sequence[Any], explicit: Mapping[str, Any] | None,
-                 strict: bool, policy: str, record: bool, parallel: str, timeout: float | None) -> ClusterPlan:
+                 strict: bool, policy: str, record: bool, fuse: bool, parallel: str,
+                 timeout: float | None) -> ClusterPlan:
     """A ModelPlan or DataPlan of ``graph`` over ``devices`` (remote ones, or local ones meaning those of the
     driver's node)."""
     if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0):
@@ -439,5 +441,5 @@ def compile_plan(connection: Any, graph: Graph, devices: Sequence[Any], explicit
                 target = connection.local_as_remote(resolve(target))
             pinned[key] = by_id.get(target.id, target)
     if parallel == "data":
-        return DataPlan(connection, graph, remote, explicit, strict, policy, record, timeout)
-    return ModelPlan(connection, graph, remote, pinned, strict, policy, record, timeout)
+        return DataPlan(connection, graph, remote, explicit, strict, policy, record, fuse, timeout)
+    return ModelPlan(connection, graph, remote, pinned, strict, policy, record, fuse, timeout)

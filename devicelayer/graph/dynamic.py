@@ -178,7 +178,7 @@ class DynamicPlan:
 
     def __init__(self, builder: Builder, inputs: Sequence[InputSpec], outputs: Sequence[str], devices: Any,
                  placement: Mapping[str, Any] | None = None, strict: bool = False, policy: str = "fill",
-                 record: bool = True, cache_size: int = 16, name: str = "model") -> None:
+                 record: bool = True, cache_size: int = 16, name: str = "model", fuse: bool = True) -> None:
         from ..registry import device as find, devices as every
 
         if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
@@ -196,6 +196,7 @@ class DynamicPlan:
         self.outputs = list(outputs)
         self.cache_size = cache_size
         self._options = (dict(placement or {}), strict, policy, record)
+        self.fuse = fuse
         self.constants = ConstantStore()
         self.stats: dict[str, Any] = {"hits": 0, "misses": 0, "evictions": 0, "prepare_seconds": 0.0}
         self.waits: dict[str, dict[str, Any]] = {}  # what -> {"kind", "count", "bytes", "seconds"}
@@ -209,7 +210,7 @@ class DynamicPlan:
         """The compile options (placement, strict, policy, record, cache_size), for plans of subgraphs."""
         placement, strict, policy, record = self._options
         return {"placement": placement, "strict": strict, "policy": policy, "record": record,
-                "cache_size": self.cache_size}
+                "cache_size": self.cache_size, "fuse": self.fuse}
 
     # -- preparing ----------------------------------------------------------------------------------
     def compile_graph(self, graph: Graph) -> Any:
@@ -220,7 +221,7 @@ class DynamicPlan:
         present = {n.name for n in graph.nodes} | {n.op for n in graph.nodes}
         here = {k: v for k, v in placement.items() if k in present}
         return graph.compile(self.devices, placement=here, strict=strict, policy=policy, record=record,
-                             constants=self.constants)
+                             constants=self.constants, fuse=self.fuse)
 
     def prepare(self, **inputs: Any) -> None:
         """Specialise (and cache) the first segment for inputs like these, without running it."""
@@ -382,6 +383,11 @@ class DynamicPlan:
     def _plans(self) -> list[Any]:
         segs = self.last_segments or ([] if not self.root.segments else [next(iter(self.root.segments.values()))])
         return [s.plan for s in segs if s.plan is not None]
+
+    def kernel_counts(self) -> dict[str, int]:
+        """Kernel launches per run of the segments of the last run, ``before`` and ``after`` fusion."""
+        counts = [p.kernel_counts() for p in self._plans()]
+        return {k: sum(c[k] for c in counts) for k in ("before", "after")}
 
     def placement_report(self) -> str:
         """The placement of each segment of the last run, the specialisation cache and the host waits."""

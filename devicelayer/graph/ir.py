@@ -198,15 +198,17 @@ class Graph:
         return [n for n in self.order() if id(n) in live]
 
     def compile(self, devices: Any = "auto", placement: dict[str, Any] | None = None, strict: bool = False,
-                policy: str = "fill", record: bool = True, constants: Any = None, parallel: str = "model",
-                timeout: float | None = None) -> Any:
+                policy: str = "fill", record: bool = True, constants: Any = None, fuse: bool = True,
+                parallel: str = "model", timeout: float | None = None) -> Any:
         """Prepare an ExecutionPlan: placement (explicit ``placement`` wins), transfers, memory, kernels.
 
         ``devices`` is "auto" (every device, in preference order) or a list of ids/devices; ids of cluster
         nodes (``"<node>/<local id>"``, after ``devicelayer.cluster.connect()``) make a plan over the cluster.
         ``record`` replays each same-device run of nodes as one recorded submission (CUDA graph,
         one command buffer); ``record=False`` submits node by node.  ``constants`` (a
-        ``graph.constants.ConstantStore``) shares the device copies of constants with other plans.
+        ``graph.constants.ConstantStore``) shares the device copies of constants with other plans.  ``fuse``
+        replaces decomposed LayerNorm/Softmax/GELU by their ops and chains of pointwise ops on one device by one
+        kernel each (``graph/fuse.py``); ``fuse=False`` runs the graph node by node as written.
         Over a cluster only: ``parallel="model"`` splits the graph over the nodes (stages that overlap
         when several requests are in flight), ``"data"`` runs the whole graph on every node on a part of
         the batch; ``timeout`` bounds each run (seconds).
@@ -230,8 +232,10 @@ class Graph:
             chosen = [remote.resolve(devices)]
         if not chosen:
             raise GraphError("compile: no devices")
+        if not isinstance(fuse, bool):
+            raise InvalidArgument(f"compile: fuse must be True or False, got {fuse!r}")
         if any(remote.is_remote(d) for d in chosen):
-            return remote.provider().compile(self, chosen, placement, strict, policy, record, constants,
+            return remote.provider().compile(self, chosen, placement, strict, policy, record, constants, fuse,
                                              parallel, timeout)
         if parallel != "model":
             raise InvalidArgument("compile: parallel='data' splits a batch over cluster nodes; give devices of "
@@ -239,7 +243,7 @@ class Graph:
         if timeout is not None:
             raise InvalidArgument("compile: timeout bounds the runs of a plan over a cluster; a plan of this "
                                   "machine's devices takes none")
-        return ExecutionPlan(self, chosen, placement, strict, policy, record, constants)
+        return ExecutionPlan(self, chosen, placement, strict, policy, record, constants, fuse)
 
     def subgraph(self, nodes: Sequence[Node], exports: Sequence[Value], name: str | None = None) -> "Graph":
         """A graph of ``nodes`` (in order, names kept): a value they read that none of them makes becomes an

@@ -27,6 +27,7 @@ from ..reclaim import on_drop
 from ..tensors import Tensor
 from ..transfer import copy_between
 from .ir import Graph, Node, Value
+from .fuse import Fusion, annotate, fuse_graph, kernel_counts, report_lines
 from .layout import negotiate
 from .memory import ArenaPlan, Slot, nbytes as _nbytes, plan_arena
 from .placement import Placement, place
@@ -91,7 +92,13 @@ class ExecutionPlan:
     """A compiled graph: ``plan(x=array)`` returns a dict of NumPy outputs; ``plan.run`` works on device Tensors."""
 
     def __init__(self, graph: Graph, devices: Sequence[Device], placement: Mapping[str, Any] | None,
-                 strict: bool, policy: str, record: bool = True, constants: Any = None) -> None:
+                 strict: bool, policy: str, record: bool = True, constants: Any = None, fuse: bool = True) -> None:
+        self.source_graph = graph  # the caller's graph; ``graph`` is what runs (fused where ``fuse``)
+        self.fusion: Fusion | None = None
+        if fuse:
+            graph, self.fusion = fuse_graph(graph, list(devices), placement, strict, policy)
+            if self.fusion is not None:
+                placement = {**(placement or {}), **self.fusion.pinned}
         self.graph = graph
         self.devices = list(devices)
         self._store = constants  # a ConstantStore shared with other plans (graph/constants.py), or None
@@ -100,7 +107,7 @@ class ExecutionPlan:
         self._policy = policy
         self._record = record
         self._nodes = graph.needed()
-        self._version = graph.version
+        self._version = self.source_graph.version
         self._cache: dict[tuple, Prepared] = {}
         # a plan dropped without release() still frees its arenas and constants (on the reclaim thread)
         self._finalizer = on_drop(self, _release_prepared, self._cache)
@@ -117,6 +124,7 @@ class ExecutionPlan:
             return hit
         types = infer_types(self.graph, self._nodes, input_types)
         placement = place(self.graph, self._nodes, types, self.devices, self._explicit, self._strict, self._policy)
+        annotate(placement, self.fusion)
         steps, transfers = self._schedule(placement, types)
         negotiate(steps, {id(v) for v in self.graph.outputs.values()}, types)
         prepared = self._allocate(types, placement, steps, transfers)
@@ -329,7 +337,7 @@ class ExecutionPlan:
 
     def _locked(self, inputs: Mapping[str, Any], profile: bool, to_numpy: bool) -> dict[str, Any]:
         refuse_forked(self.devices)  # (before the lock: a thread of the parent may have held it)
-        if self.graph.version != self._version:
+        if self.source_graph.version != self._version:
             raise GraphError("the graph changed after it was compiled; compile it again")
         if not self._busy.acquire(blocking=False):
             raise GraphError("this plan is already running in another thread; plans run one at a time "
@@ -528,7 +536,11 @@ class ExecutionPlan:
             counts[r["device"]] = counts.get(r["device"], 0) + 1
         lines.append(f"{len(rows)} nodes ({', '.join(f'{d}: {c}' for d, c in counts.items())}); "
                      f"{self._prepared.transfers} transfer(s) between devices")
-        return "\n".join(lines)
+        return "\n".join(lines + report_lines(self._prepared.steps, self.fusion))
+
+    def kernel_counts(self) -> dict[str, int]:
+        """Kernel launches per run, ``before`` and ``after`` fusion (``compile(fuse=False)``: the same)."""
+        return kernel_counts(self._prepared.steps, self.fusion)
 
     @property
     def transfers(self) -> int:

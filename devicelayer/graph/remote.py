@@ -29,7 +29,7 @@ class RemoteProvider(Protocol):
         """True for a remote device this provider made."""
 
     def compile(self, graph: Any, devices: Sequence[Any], placement: Any, strict: bool, policy: str,
-                record: bool, constants: Any, parallel: str, timeout: float | None) -> Any:
+                record: bool, constants: Any, fuse: bool, parallel: str, timeout: float | None) -> Any:
         """A plan of ``graph`` over ``devices`` (remote ones among them)."""
 
 

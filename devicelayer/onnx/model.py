@@ -263,13 +263,13 @@ class OnnxModel:
 
     # -- compiling ---------------------------------------------------------------------------------
     def compile(self, devices: Any = "auto", placement: Mapping[str, Any] | None = None, strict: bool = False,
-                policy: str = "fill", record: bool = True, cache_size: int = 16) -> DynamicPlan:
+                policy: str = "fill", record: bool = True, cache_size: int = 16, fuse: bool = True) -> DynamicPlan:
         """A plan for every input shape the model allows: specialised on the first run with a new signature of
         input shapes (and cached: at most ``cache_size`` per stage, least recently used out); a model whose input
         shapes are all fixed is specialised now.  ``devices``,
-        ``placement``, ``strict``, ``policy`` and ``record`` as for ``Graph.compile``."""
+        ``placement``, ``strict``, ``policy``, ``record`` and ``fuse`` as for ``Graph.compile``."""
         plan = DynamicPlan(self.builder(0, [s.name for s in self.inputs], {}), self.inputs, self.output_names,
-                           devices, placement, strict, policy, record, cache_size, self.name)
+                           devices, placement, strict, policy, record, cache_size, self.name, fuse)
         plan.prepare_declared()  # a model of fixed shapes is placed and compiled now, as Graph.compile does
         return plan
 

@@ -521,12 +521,15 @@ class Where(Op):
             return f"where has no {info.kernel_language} kernel for a {inputs[0].dtype} condition"
         return broadcast_unsupported(self, inputs, self.infer(inputs, attrs)[0])
 
+    def compute(self, inputs: Sequence[TensorType], attrs: dict[str, Any]) -> str:
+        """The dialect statement setting ``y[i]`` from ``p0[o0]`` (the condition), ``p1[o1]`` and ``p2[o2]``."""
+        return f"        y[i] = p0[o0] != CAST({dialect_type(inputs[0].dtype)}, 0) ? p1[o1] : p2[o2];\n"
+
     def plan(self, inputs, outputs, attrs, info):
         cond = dialect_type(inputs[0].dtype)
         elem = dialect_type(inputs[1].dtype)
-        compute = f"        y[i] = p0[o0] != CAST({cond}, 0) ? p1[o1] : p2[o2];\n"
         return _broadcast_plan(self, inputs, outputs[0], info, (("p0", cond), ("p1", "T"), ("p2", "T")), "T",
-                               elem, compute, f"{cond}_{elem}")
+                               elem, self.compute(inputs, attrs), f"{cond}_{elem}")
 
 
 @register
@@ -563,8 +566,12 @@ class Prelu(Op):
             why = broadcast_unsupported(self, inputs, inputs[0])
         return why
 
+    def compute(self, inputs: Sequence[TensorType], attrs: dict[str, Any]) -> str:
+        """Dialect statements setting ``y[i]`` from ``p0[o0]`` (x) and ``p1[o1]`` (the slope)."""
+        return ("        ACC va = TO_ACC(p0[o0]);\n        ACC vs = TO_ACC(p1[o1]);\n"
+                "        y[i] = FROM_ACC(va < CAST(ACC, 0.0f) ? vs * va : va);\n")
+
     def plan(self, inputs, outputs, attrs, info):
         elem = dialect_type(inputs[0].dtype)
-        compute = ("        ACC va = TO_ACC(p0[o0]);\n        ACC vs = TO_ACC(p1[o1]);\n"
-                   "        y[i] = FROM_ACC(va < CAST(ACC, 0.0f) ? vs * va : va);\n")
-        return _broadcast_plan(self, inputs, outputs[0], info, (("p0", "T"), ("p1", "T")), "T", elem, compute, elem)
+        return _broadcast_plan(self, inputs, outputs[0], info, (("p0", "T"), ("p1", "T")), "T", elem,
+                               self.compute(inputs, attrs), elem)

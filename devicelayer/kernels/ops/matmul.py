@@ -7,7 +7,8 @@ transposes and broadcast batch dimensions expressed as strides, and a direct
 kernel (``shaders/gemm_small.dlk``) for matrix-vector and other skinny products.
 On CUDA the device's vendor library takes over through ``Device.vendor_op``:
 ``vendor_contract`` documents what it receives and ``gemm_call`` turns an op call
-into plain GEMM terms for it.
+into plain GEMM terms for it.  Both take an epilogue (``epilogue.py``): a pointwise chain applied to each
+output element in the GEMM kernel before its store (the vendor library is not asked for a call with one).
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from ...info import DeviceInfo
 from ...resources import shader_source
 from ..dialect import KernelSpec, Param, dialect_type
 from ..op import Launch, Op, Plan, TensorType, groups_for, local_1d, register, float_attr as _float_attr
+from . import epilogue as _epilogue
 from .coverage import device_gap
+from .epilogue import Epilogue
 
 #: output tile of the tiled kernel (rows, columns) with 4 x 4 micro-tiles, K slice, work items per group
 BM, BN, BK, GROUP_SIZE = 64, 64, 16, 256
@@ -56,6 +59,8 @@ def tiled_shared(elem: str, micro: int) -> tuple[tuple[str, str, int], ...]:
 
 _SCALARS = ("M", "N", "K", "s_am", "s_ak", "s_bk", "s_bn", "nbatch", "nb1", "s_a0", "s_a1", "s_b0", "s_b1",
             "off_a", "off_b", "off_y")
+#: bytes of the float GEMM kernels' scalar arguments (the ints above, alpha, beta, s_cm, s_cn)
+GEMM_SCALAR_BYTES = 4 * (len(_SCALARS) + 4)
 
 
 def _flag_attr(op: Op, attrs: dict[str, Any], name: str) -> int:
@@ -91,25 +96,33 @@ def _wide(arrays: Sequence[np.ndarray]) -> tuple[list[np.ndarray], np.dtype]:
 # -- the GEMM kernels ---------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=256)
 def gemm_spec(elem: str, tiled: bool, a_mfast: bool = False, b_nfast: bool = True,
-              has_bias: bool = False, micro: int = 4) -> KernelSpec:
-    """The GEMM kernel for element type ``elem`` (tiled or direct; layout, bias and micro-tile variants)."""
+              has_bias: bool = False, micro: int = 4, epilogue: Epilogue | None = None) -> KernelSpec:
+    """The GEMM kernel for element type ``elem`` (tiled or direct; layout, bias, micro-tile and epilogue
+    variants: an epilogue's buffers come before y, its scalars last)."""
     params = [Param("a", "T", "in"), Param("b", "T", "in")]
     if has_bias:
         params.append(Param("bias", "T", "in"))
+    params += list(epilogue.buffers) if epilogue else []
     params.append(Param("y", "T", "out"))
     params += [Param(n, "int", "scalar") for n in _SCALARS]
     params += [Param("alpha", "float", "scalar"), Param("beta", "float", "scalar"),
                Param("s_cm", "int", "scalar"), Param("s_cn", "int", "scalar")]
+    params += list(epilogue.scalars) if epilogue else []
+    tail = f"{'_bias' if has_bias else ''}{f'_ep{epilogue.digest}' if epilogue else ''}"
+    extra = (("EPILOGUE", 1),) if epilogue else ()
+
+    def source(name: str) -> str:
+        text = kernel_source(name)
+        return text.replace("\nDL_EPILOGUE\n", "\n" + epilogue.text) if epilogue else text
     if tiled:
-        name = (f"gemm_tiled{micro}_{elem}_{'m' if a_mfast else 'k'}{'n' if b_nfast else 'k'}"
-                f"{'_bias' if has_bias else ''}")
-        return KernelSpec(name, tuple(params), kernel_source("gemm_tiled.dlk"), elem=elem,
+        name = f"gemm_tiled{micro}_{elem}_{'m' if a_mfast else 'k'}{'n' if b_nfast else 'k'}{tail}"
+        return KernelSpec(name, tuple(params), source("gemm_tiled.dlk"), elem=elem,
                           shared=tiled_shared(elem, micro), local_size=(GROUP_SIZE,),
                           defines=tiled_defines(micro) + (("A_MFAST", int(a_mfast)), ("B_NFAST", int(b_nfast)),
-                                                          ("HAS_BIAS", int(has_bias)), ("INTEGER", 0)))
-    name = f"gemm_small_{elem}{'_bias' if has_bias else ''}"
-    return KernelSpec(name, tuple(params), kernel_source("gemm_small.dlk"), elem=elem,
-                      defines=(("HAS_BIAS", int(has_bias)), ("INTEGER", 0)))
+                                                          ("HAS_BIAS", int(has_bias)), ("INTEGER", 0)) + extra)
+    name = f"gemm_small_{elem}{tail}"
+    return KernelSpec(name, tuple(params), source("gemm_small.dlk"), elem=elem,
+                      defines=(("HAS_BIAS", int(has_bias)), ("INTEGER", 0)) + extra)
 
 
 @functools.lru_cache(maxsize=64)
@@ -158,12 +171,14 @@ def _merge_batch(dims: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]
 def gemm_steps(info: DeviceInfo, elem: str, M: int, N: int, K: int, s_am: int, s_ak: int, s_bk: int, s_bn: int,
                batch: Sequence[tuple[int, int, int]] = (), alpha: float = 1.0, beta: float = 0.0,
                bias: tuple[int, int, int] | None = None, a_arg: Any = ("in", 0), b_arg: Any = ("in", 1),
-               y_arg: Any = ("out", 0)) -> list[Launch]:
+               y_arg: Any = ("out", 0), epilogue: Epilogue | None = None,
+               epilogue_args: Sequence[Any] = ()) -> list[Launch]:
     """Launches computing y = alpha * A @ B (+ beta * bias) for strided, batched A and B.
 
     ``batch`` lists batch dimensions outermost first as (size, stride in A, stride in B),
     0 strides broadcasting; y is contiguous (batch..., M, N).  ``bias`` is
-    (input index, row stride, column stride).
+    (input index, row stride, column stride).  ``epilogue`` (with its buffers' ``epilogue_args``) is applied to
+    each element before its store.
     """
     dims = _merge_batch(list(batch))
     # a batch that only A has, over whole matrices of A, is more rows of one product
@@ -177,9 +192,10 @@ def gemm_steps(info: DeviceInfo, elem: str, M: int, N: int, K: int, s_am: int, s
     b_nfast = s_bn == 1 or s_bk != 1
     nbatch = math.prod(d[0] for d in dims[-2:])
     micro = micro_tile(info, M, N, nbatch) if tiled else 4
-    spec = gemm_spec(elem, tiled, a_mfast, b_nfast, bias is not None, micro)
+    spec = gemm_spec(elem, tiled, a_mfast, b_nfast, bias is not None, micro, epilogue)
     tail = (float(alpha), float(beta), bias[1] if bias else 0, bias[2] if bias else 0)
-    buffers = [a_arg, b_arg] + ([("in", bias[0])] if bias else []) + [y_arg]
+    tail += epilogue.values if epilogue else ()
+    buffers = [a_arg, b_arg] + ([("in", bias[0])] if bias else []) + list(epilogue_args) + [y_arg]
     return _batched_launches(info, spec, buffers, tail, M, N, K, (s_am, s_ak, s_bk, s_bn), dims, tiled, micro)
 
 
@@ -247,42 +263,59 @@ def _matmul_shapes(op: Op, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[tupl
 
 @register
 class MatMul(Op):
-    """matmul(a, b): NumPy's matmul (1-D operands promoted and squeezed; batch dimensions broadcast)."""
+    """matmul(a, b[, *extra], epilogue=(), epilogue_inputs=0): NumPy's matmul (1-D operands promoted and
+    squeezed; batch dimensions broadcast), then the epilogue (``epilogue.py``) on each element."""
 
     name = "matmul"
     min_inputs = 2
-    max_inputs = 2
+    max_inputs = 2 + _epilogue.MAX_EPILOGUE_INPUTS
     kernel_dtypes = frozenset({"float32", "float16", "float64"})
 
     def check(self, inputs, attrs):
-        if attrs:
-            raise self.error(f"unknown attribute(s) {sorted(attrs)}; it takes none")
-        _check_dtypes(self, inputs)
-        _matmul_shapes(self, inputs[0].shape, inputs[1].shape)
-        return {}
+        extra = set(attrs) - {"epilogue", "epilogue_inputs"}
+        if extra:
+            raise self.error(f"unknown attribute(s) {sorted(extra)}; it takes an epilogue only")
+        own, extras = _epilogue.split(self, inputs, attrs)
+        if len(own) != 2:
+            raise self.error(f"takes 2 inputs before the epilogue's, got {len(own)}")
+        _check_dtypes(self, own)
+        out = _matmul_shapes(self, own[0].shape, own[1].shape)[4]
+        return _epilogue.check(self, TensorType(out, own[0].dtype), extras, attrs)
 
     def infer(self, inputs, attrs):
         out = _matmul_shapes(self, inputs[0].shape, inputs[1].shape)[4]
         return [TensorType(out, inputs[0].dtype)]
 
     def reference(self, inputs, attrs):
-        (a, b), dtype = _wide(inputs)
+        (a, b), dtype = _wide(inputs[:2])
         with np.errstate(all="ignore"):
-            return [np.asarray(np.matmul(a, b), dtype=dtype)]
+            y = np.asarray(np.matmul(a, b), dtype=dtype)
+        return [_epilogue.apply_reference(y, inputs[2:], attrs)]
 
     def reference_into(self, inputs, outputs, attrs):
-        a, b = inputs
+        a, b = inputs[:2]
         y = outputs[0]
         if a.dtype.name in _NARROW_FLOATS or a.ndim < 2 or b.ndim < 2 or not y.size:
-            return super().reference_into(inputs, outputs, attrs)
+            return super().reference_into(inputs, outputs, attrs)  # (reference applies the epilogue)
         with np.errstate(all="ignore"):
             np.matmul(a, b, out=y)
+        _epilogue.apply(y, inputs[2:], attrs)
         return None
+
+    def unsupported(self, inputs, attrs, info):
+        why = super().unsupported(inputs, attrs, info)
+        if why is None and attrs.get("epilogue"):
+            own, extras = _epilogue.split(self, inputs, attrs)
+            why = _epilogue.unsupported(self.infer(own, attrs)[0], extras, attrs, info, 3, GEMM_SCALAR_BYTES)
+        return why
 
     def plan(self, inputs, outputs, attrs, info):
         dims, M, N, K = _batch_dims(self, inputs[0].shape, inputs[1].shape)
         elem = dialect_type(inputs[0].dtype)
-        return Plan(gemm_steps(info, elem, M, N, K, K, 1, N, 1, dims))
+        own, extras = _epilogue.split(self, inputs, attrs)
+        code = _epilogue.code(outputs[0], extras, attrs)
+        return Plan(gemm_steps(info, elem, M, N, K, K, 1, N, 1, dims, epilogue=code,
+                               epilogue_args=[("in", len(own) + j) for j in range(len(extras))]))
 
 
 def _batch_dims(op: Op, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[list[tuple[int, int, int]], int, int, int]:
@@ -370,20 +403,25 @@ class MatMulInteger(Op):
 # -- gemm ----------------------------------------------------------------------------------------------
 @register
 class Gemm(Op):
-    """gemm(A, B[, C], alpha=1, beta=1, transA=0, transB=0): ONNX Gemm, Y = alpha * A' @ B' + beta * C.
+    """gemm(A, B[, C][, *extra], alpha=1, beta=1, transA=0, transB=0, epilogue=(), epilogue_inputs=0): ONNX Gemm,
+    Y = alpha * A' @ B' + beta * C, then the epilogue (``epilogue.py``) on each element.
 
     A' is A transposed when transA, B' likewise; C broadcasts to (M, N) one way.
     """
 
     name = "gemm"
     min_inputs = 2
-    max_inputs = 3
+    max_inputs = 3 + _epilogue.MAX_EPILOGUE_INPUTS
     kernel_dtypes = frozenset({"float32", "float16", "float64"})
 
     def check(self, inputs, attrs):
-        extra = set(attrs) - {"alpha", "beta", "transA", "transB"}
+        extra = set(attrs) - {"alpha", "beta", "transA", "transB", "epilogue", "epilogue_inputs"}
         if extra:
-            raise self.error(f"unknown attribute(s) {sorted(extra)}; it takes ['alpha', 'beta', 'transA', 'transB']")
+            raise self.error(f"unknown attribute(s) {sorted(extra)}; it takes ['alpha', 'beta', 'transA', 'transB']"
+                             " and an epilogue")
+        inputs, extras = _epilogue.split(self, inputs, attrs)
+        if len(inputs) not in (2, 3):
+            raise self.error(f"takes 2 or 3 inputs before the epilogue's, got {len(inputs)}")
         _check_dtypes(self, inputs)
         out = {"alpha": _float_attr(self, attrs, "alpha", 1.0), "beta": _float_attr(self, attrs, "beta", 1.0),
                "transA": _flag_attr(self, attrs, "transA"), "transB": _flag_attr(self, attrs, "transB")}
@@ -398,7 +436,7 @@ class Gemm(Op):
             c = inputs[2].shape
             if len(c) > 2 or any(s not in (1, want) for s, want in zip(c[::-1], (N, M))):
                 raise self.error(f"C of shape {c} does not broadcast to ({M}, {N})")
-        return out
+        return {**out, **_epilogue.check(self, TensorType((M, N), inputs[0].dtype), extras, attrs)}
 
     @staticmethod
     def _mnk(inputs, attrs) -> tuple[int, int, int]:
@@ -412,6 +450,8 @@ class Gemm(Op):
         return [TensorType((M, N), inputs[0].dtype)]
 
     def reference(self, inputs, attrs):
+        n = len(inputs) - attrs.get("epilogue_inputs", 0)
+        extras, inputs = inputs[n:], inputs[:n]
         arrays, dtype = _wide(inputs)
         a = arrays[0].T if attrs["transA"] else arrays[0]
         b = arrays[1].T if attrs["transB"] else arrays[1]
@@ -423,12 +463,15 @@ class Gemm(Op):
             if len(arrays) == 3:
                 y += arrays[2] if attrs["beta"] == 1 else kind(attrs["beta"]) * arrays[2]
         M, N, _ = self._mnk([TensorType.of(x.shape, x.dtype) for x in inputs], attrs)
-        return [np.asarray(np.broadcast_to(y, (M, N)), dtype=dtype)]
+        y = np.asarray(np.broadcast_to(y, (M, N)), dtype=dtype)
+        return [_epilogue.apply_reference(y, extras, attrs)]
 
     def reference_into(self, inputs, outputs, attrs):
         y = outputs[0]
         if inputs[0].dtype.name in _NARROW_FLOATS or not y.size:
-            return super().reference_into(inputs, outputs, attrs)
+            return super().reference_into(inputs, outputs, attrs)  # (reference applies the epilogue)
+        n = len(inputs) - attrs.get("epilogue_inputs", 0)
+        extras, inputs = inputs[n:], inputs[:n]
         a = inputs[0].T if attrs["transA"] else inputs[0]
         b = inputs[1].T if attrs["transB"] else inputs[1]
         kind = a.dtype.type
@@ -438,9 +481,19 @@ class Gemm(Op):
                 y *= kind(attrs["alpha"])
             if len(inputs) == 3:
                 y += inputs[2] if attrs["beta"] == 1 else kind(attrs["beta"]) * inputs[2]
+        _epilogue.apply(y, extras, attrs)
         return None
 
+    def unsupported(self, inputs, attrs, info):
+        why = super().unsupported(inputs, attrs, info)
+        if why is None and attrs.get("epilogue"):
+            own, extras = _epilogue.split(self, inputs, attrs)
+            why = _epilogue.unsupported(self.infer(own, attrs)[0], extras, attrs, info, len(own) + 1,
+                                        GEMM_SCALAR_BYTES)
+        return why
+
     def plan(self, inputs, outputs, attrs, info):
+        inputs, extras = _epilogue.split(self, inputs, attrs)
         M, N, K = self._mnk(inputs, attrs)
         s_am, s_ak = (1, M) if attrs["transA"] else (K, 1)
         s_bk, s_bn = (1, K) if attrs["transB"] else (N, 1)
@@ -449,8 +502,10 @@ class Gemm(Op):
             c = (1,) * (2 - len(inputs[2].shape)) + inputs[2].shape
             bias = (2, 0 if c[0] == 1 else c[1], 0 if c[1] == 1 else 1)
         elem = dialect_type(inputs[0].dtype)
+        code = _epilogue.code(outputs[0], extras, attrs)
         return Plan(gemm_steps(info, elem, M, N, K, s_am, s_ak, s_bk, s_bn, alpha=attrs["alpha"],
-                               beta=attrs["beta"], bias=bias))
+                               beta=attrs["beta"], bias=bias, epilogue=code,
+                               epilogue_args=[("in", len(inputs) + j) for j in range(len(extras))]))
 
 
 # -- vendor libraries -----------------------------------------------------------------------------------

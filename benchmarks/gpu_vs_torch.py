@@ -1,0 +1,201 @@
+"""devicelayer on a GPU against PyTorch eager and ``torch.compile`` on the same models, batch sizes and precisions.
+
+    python -m benchmarks.gpu_vs_torch [--device cuda:0 ...] [--model NAME ...] [--batch 1 --batch 16]
+                                      [--dtype float32 --dtype float16] [--compile reduce-overhead ...] [--out DIR]
+
+Each model (``benchmarks.arch_models``, random weights, nothing downloaded) is exported to ONNX per batch size
+and precision (half precision: the module converted with ``.half()`` and exported in half), loaded by devicelayer
+with fusion and without (``compile(fuse=False)``: the kernel counts before and after), and timed in the same
+process against PyTorch on the same GPU: eager, and ``torch.compile`` in each mode asked for. Every contestant
+takes its inputs from and returns its outputs to host NumPy arrays; calls alternate between contestants. Outputs
+are checked against PyTorch's (float32: 1e-3 relative to the output's largest magnitude; half: 2e-2).
+Results: a table of ratios (devicelayer's time over the peer's; below 1 is faster) and JSON under ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import statistics
+import time
+import traceback
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+
+from benchmarks.common import write_result
+
+#: models the benchmark runs by default (``benchmarks.arch_models`` names, plus ResNet-50)
+DEFAULT_MODELS = ["resnet50", "efficientnet_b0", "convnext_tiny", "mobilenet_v2", "bert", "gpt2"]
+TOLERANCE = {"float32": 1e-3, "float16": 2e-2, "bfloat16": 5e-2}
+
+
+def _arch(name: str):
+    from benchmarks import arch_models
+
+    if name == "resnet50":
+        return arch_models.Arch("resnet50", arch_models._vision("resnet50"))
+    return arch_models.ARCHS[name]
+
+
+def _batched(example: tuple, batch: int, torch: Any) -> tuple:
+    """The example inputs repeated along the batch dimension."""
+    return tuple(x.repeat(batch, *([1] * (x.dim() - 1))) for x in example)
+
+
+def _export(module: Any, example: tuple, names: list[str]) -> bytes:
+    import torch
+
+    buf = io.BytesIO()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, example, buf, input_names=names, opset_version=17, dynamo=False)
+    return buf.getvalue()
+
+
+def _median_ms(fn: Callable[[], Any], seconds: float, least: int = 5) -> float:
+    times = []
+    end = time.perf_counter() + seconds
+    while len(times) < least or time.perf_counter() < end:
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def _alternating(contestants: dict[str, Callable[[], Any]], rounds: int, seconds: float) -> dict[str, float]:
+    """Median milliseconds of each contestant, measured in ``rounds`` alternating turns."""
+    samples: dict[str, list[float]] = {k: [] for k in contestants}
+    for _ in range(rounds):
+        for name, fn in contestants.items():
+            samples[name].append(_median_ms(fn, seconds / rounds))
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def _max_rel(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30)) if b.size else 0.0
+
+
+def run_case(name: str, batch: int, dtype: str, device_ids: list[str], modes: list[str], seconds: float) -> dict:
+    """One model at one batch size and precision: every devicelayer device against PyTorch."""
+    import torch
+
+    import devicelayer as dl
+    from devicelayer.onnx import load
+
+    row: dict[str, Any] = {"model": name, "batch": batch, "dtype": dtype}
+    module, example, names = _arch(name).build()
+    tdtype = getattr(torch, dtype)
+    module = module.cuda().eval()
+    example = _batched(example, batch, torch)
+    if dtype != "float32":
+        module = module.to(tdtype)
+        example = tuple(x.to(tdtype) if x.is_floating_point() else x for x in example)
+    host_inputs = [x.numpy() if x.dtype != torch.bfloat16 else x.float().numpy() for x in example]
+    with torch.no_grad():
+        model_bytes = _export(module, tuple(x.cuda() for x in example), names)
+
+    def torch_call(fn: Callable) -> Callable[[], np.ndarray]:
+        def call() -> np.ndarray:
+            with torch.no_grad():
+                ins = [torch.from_numpy(a).to("cuda", non_blocking=False) for a in host_inputs]
+                ins = [x.to(tdtype) if x.is_floating_point() else x for x in ins]
+                out = fn(*ins)
+                out = out[0] if isinstance(out, (tuple, list)) else out
+                return out.float().cpu().numpy()
+        return call
+
+    contestants: dict[str, Callable[[], Any]] = {"torch eager": torch_call(module)}
+    reference = contestants["torch eager"]()
+    for mode in modes:
+        t0 = time.perf_counter()
+        try:
+            compiled = torch.compile(module, mode=mode)
+            call = torch_call(compiled)
+            for _ in range(3):
+                call()
+            contestants[f"torch.compile {mode}"] = call
+            row[f"torch.compile {mode} compile_s"] = time.perf_counter() - t0
+        except Exception as exc:  # noqa: BLE001 - a peer that fails is reported, the others go on
+            row[f"torch.compile {mode} error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+    feeds = dict(zip(names, host_inputs))
+    for dev_id in device_ids:
+        dev = dl.device(dev_id)
+        for fuse in (True, False):
+            key = f"{dev_id}{'' if fuse else ' unfused'}"
+            try:
+                t0 = time.perf_counter()
+                plan = load(model_bytes).compile([dev], fuse=fuse)
+                out = plan.run_numpy(feeds)
+                row[f"{key} first_run_s"] = time.perf_counter() - t0
+                first = next(iter(out.values()))
+                row[f"{key} max_rel_err"] = err = _max_rel(first, reference)
+                counts = plan.kernel_counts() if hasattr(plan, "kernel_counts") else {}
+                row[f"{key} kernels"] = counts.get("after")
+                row[f"{dev_id} kernels unfused"] = counts.get("before")
+                if not err <= TOLERANCE[dtype]:
+                    row[f"{key} error"] = f"output differs from PyTorch by {err:.3g} (relative)"
+                    continue
+                contestants[key] = lambda p=plan: p.run_numpy(feeds)
+            except Exception as exc:  # noqa: BLE001
+                row[f"{key} error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    times = _alternating(contestants, rounds=3, seconds=seconds)
+    row.update({f"{k} ms": v for k, v in times.items()})
+    for dev_id in device_ids:
+        ours = times.get(dev_id)
+        if ours is None:
+            continue
+        for peer in [p for p in times if p.startswith("torch")]:
+            row[f"{dev_id} / {peer}"] = ours / times[peer]
+        if f"{dev_id} unfused" in times:
+            row[f"{dev_id} fused / unfused"] = ours / times[f"{dev_id} unfused"]
+    del contestants
+    torch.cuda.empty_cache()
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", action="append", help="devicelayer device id (repeatable; default cuda:0)")
+    ap.add_argument("--model", action="append", help=f"model (repeatable; default {DEFAULT_MODELS})")
+    ap.add_argument("--batch", action="append", type=int, help="batch size (repeatable; default 1 and 16)")
+    ap.add_argument("--dtype", action="append", choices=sorted(TOLERANCE), help="precision (default float32)")
+    ap.add_argument("--compile", action="append", default=None,
+                    help="torch.compile mode to compare with (repeatable; 'none' for eager only; "
+                         "default reduce-overhead)")
+    ap.add_argument("--seconds", type=float, default=3.0, help="timing per contestant and case")
+    ap.add_argument("--out", help="folder for the JSON result (default benchmarks/results)")
+    args = ap.parse_args(argv)
+    modes = [m for m in (args.compile or ["reduce-overhead"]) if m != "none"]
+    import torch
+
+    # float32 is float32 for both sides: devicelayer leaves TF32 off unless asked, so PyTorch does too here
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    rows = []
+    for name in args.model or DEFAULT_MODELS:
+        for dtype in args.dtype or ["float32"]:
+            for batch in args.batch or [1, 16]:
+                t0 = time.perf_counter()
+                try:
+                    row = run_case(name, batch, dtype, args.device or ["cuda:0"], modes, args.seconds)
+                except Exception as exc:  # noqa: BLE001 - one case's failure is reported, the others go on
+                    row = {"model": name, "batch": batch, "dtype": dtype,
+                           "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-2000:]}
+                row["case_s"] = time.perf_counter() - t0
+                rows.append(row)
+                ratios = {k: round(v, 3) for k, v in row.items() if " / " in k and isinstance(v, float)}
+                kernels = {k: v for k, v in row.items() if "kernels" in k}
+                errors = {k: v for k, v in row.items() if k.endswith("error")}
+                print(f"{name} b{batch} {dtype}: {ratios} {kernels} {errors or ''}", flush=True)
+    path = write_result(args.out or "benchmarks/results", "gpu-vs-torch",
+                        {"rows": rows, "modes": modes, "torch": torch.__version__,
+                         "gpu": torch.cuda.get_device_name(0), "allow_tf32": False})
+    print(f"results written to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,310 @@
+"""Fusion at compile time: a placed graph with fewer kernel launches.
+
+``fuse_graph`` places the graph as compiling would, then
+1. replaces decomposed LayerNorm, Softmax and GELU forms by the library's one op (``patterns``) where that op
+   runs on the device the pattern's nodes were placed on, and
+2. groups pointwise nodes (``kernels.ops.fused.fusable``) placed on one device, with one output shape, into one
+   ``fused_elementwise`` node each: a node joins the groups of its operands' producers where the merged group
+   stays acyclic (no path leaves it and comes back) and the fused kernel runs on the device (every member's
+   ``unsupported``, the kernel's own limits).  A member whose result is read outside the group, or is a graph
+   output, is written as an extra output of the fused node.
+3. makes a group (or one fusable node) that alone reads a matmul's or gemm's result that product's epilogue
+   (``epilogues``): one kernel computes both.
+The result is an equivalent graph and a ``Fusion``: each group with its members and the kernel launches they
+took alone, and the device each new node is pinned to.  Nodes the caller placed by name or op type are left
+alone.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from ..device import Device
+from ..errors import DeviceLayerError
+from ..kernels.op import Alias, TensorType, get
+from ..kernels.ops.fused import fusable
+from ..kernels.runner import plan_for
+from . import epilogues, patterns
+from .ir import Graph, Node, Value, consumers
+from .placement import Placement, place
+
+
+@dataclass
+class FusedGroup:
+    """One node of the fused graph standing for several of the graph as written."""
+
+    node: str
+    kind: str  # "elementwise" or the op a pattern became
+    device: str
+    members: list[tuple[str, str]]  # (node, op) of the graph as written
+    launches: int  # kernel launches of the members alone, per run
+
+
+@dataclass
+class Fusion:
+    """What ``fuse_graph`` did: the groups, and the device each new node is pinned to."""
+
+    groups: list[FusedGroup] = field(default_factory=list)
+    pinned: dict[str, Device] = field(default_factory=dict)
+
+    def by_node(self) -> dict[str, FusedGroup]:
+        return {g.node: g for g in self.groups}
+
+
+def launches(op_plan: Any, copies: int = 0) -> int:
+    """Kernel launches (vendor-library calls and host tasks included) of an op's plan per run."""
+    return sum(1 for s in op_plan.steps if not isinstance(s, Alias)) + copies
+
+
+def _types(graph: Graph, nodes: Sequence[Node]) -> dict[int, TensorType]:
+    from .plan import infer_types  # (plan imports this module)
+
+    return infer_types(graph, nodes, {v.name: v.type for v in graph.inputs})
+
+
+def fuse_graph(graph: Graph, devices: Sequence[Device], explicit: Mapping[str, Any] | None, strict: bool,
+               policy: str, elementwise: bool = True, use_patterns: bool = True) -> tuple[Graph, Fusion | None]:
+    """The graph with patterns and pointwise chains fused for this placement (see the module); the graph itself
+    and None where nothing fuses."""
+    nodes = graph.needed()
+    if len(nodes) < 2:
+        return graph, None
+    types = _types(graph, nodes)
+    placement = place(graph, nodes, types, devices, explicit, strict, policy)
+    asked = set(explicit or {})
+    excluded = {id(n) for n in nodes if n.name in asked or n.op in asked}
+    outputs = {id(v) for v in graph.outputs.values()}
+    readers = consumers(nodes)
+    found: list[patterns.Replacement] = []
+    if use_patterns:
+        found = patterns.find(nodes, types, outputs, readers, placement.of, excluded)
+    taken = excluded | {id(m) for r in found for m in r.members}
+    if elementwise:
+        found += _elementwise(nodes, types, outputs, readers, placement, taken)
+        found = epilogues.attach(nodes, types, outputs, readers, placement, taken, found)
+    if not found:
+        return graph, None
+    fusion = Fusion()
+    names = {n.name for n in graph.nodes}
+    bound = outputs | {id(v) for v in graph.inputs} | {id(v) for v in graph.values.values() if v.constant is not None}
+    for r in found:
+        name = _name(r, names)
+        names.add(name)
+        r.extra["name"] = name
+        fusion.pinned[name] = r.device
+        fusion.groups.append(FusedGroup(name, r.kind, r.device.id, [(m.name, m.op) for m in r.members],
+                                        sum(_alone(m, r.device, types, bound) for m in r.members)))
+    return contract(graph, nodes, found), fusion
+
+
+def _alone(node: Node, device: Device, types: Mapping[int, TensorType], bound: set[int]) -> int:
+    """Kernel launches ``node`` takes per run on ``device`` on its own (an alias of a value ``bound`` per run
+    or uploaded apart, a graph input, output or constant, is a copy, as plans make it)."""
+    try:
+        plan = plan_for(get(node.op), device, [types[id(v)] for v in node.inputs],
+                        [types[id(v)] for v in node.outputs], node.attrs)
+    except DeviceLayerError:
+        return 1
+    copies = sum(1 for a in plan.steps if isinstance(a, Alias)
+                 and (id(node.inputs[a.input]) in bound or id(node.outputs[a.output]) in bound))
+    return launches(plan, copies)
+
+
+def _name(r: patterns.Replacement, taken: set[str]) -> str:
+    """A node name for a replacement: its members' names (the first and last of more than four)."""
+    names = [m.name for m in r.members]
+    base = f"{r.kind}({', '.join(names)})" if len(names) <= 4 else f"{r.kind}({names[0]}..{names[-1]})"
+    name, k = base, 1
+    while name in taken:
+        name, k = f"{base}#{k}", k + 1
+    return name
+
+
+# -- pointwise chains ---------------------------------------------------------------------------------------------
+def _elementwise(nodes: list[Node], types: Mapping[int, TensorType], outputs: set[int],
+                 readers: Mapping[int, list[Node]], placement: Placement, taken: set[int]) -> list:
+    """Groups of two or more pointwise nodes as fused_elementwise replacements."""
+    index = {id(n): i for i, n in enumerate(nodes)}
+    group_of: dict[int, list[Node]] = {}
+    for node in nodes:
+        if (id(node) in taken or len(node.outputs) != 1 or not fusable(node.op)
+                or types[id(node.outputs[0])].size == 0):
+            continue
+        dev = placement.of(node)
+        shape = types[id(node.outputs[0])].shape
+        near: list[list[Node]] = []
+        for v in node.inputs:
+            group = group_of.get(id(v.producer)) if v.producer is not None else None
+            if (group is not None and all(group is not g for g in near) and placement.of(group[0]) is dev
+                    and types[id(group[0].outputs[0])].shape == shape):
+                near.append(group)
+        options = ([near] if len(near) > 1 else []) + [[g] for g in near]
+        joined = [node]
+        for option in options:
+            members = sorted({id(m): m for g in option for m in (*g, node)}.values(), key=lambda m: index[id(m)])
+            if _acyclic(members, index) and _describe(members, types, outputs, readers, dev) is not None:
+                joined = members
+                break
+        for m in joined:
+            group_of[id(m)] = joined
+    found = []
+    seen: set[int] = set()
+    for node in nodes:
+        group = group_of.get(id(node))
+        if group is None or id(group) in seen or len(group) < 2:
+            continue
+        seen.add(id(group))
+        dev = placement.of(group[0])
+        r = _describe(group, types, outputs, readers, dev)
+        if r is not None:
+            found.append(r)
+    return found
+
+
+def _acyclic(members: list[Node], index: Mapping[int, int]) -> bool:
+    """Whether no path leaves ``members`` and comes back to them (their producers searched back to the first)."""
+    ids = {id(m) for m in members}
+    start = min(index[i] for i in ids)
+    stack = [v.producer for m in members for v in m.inputs
+             if v.producer is not None and id(v.producer) not in ids and index.get(id(v.producer), -1) > start]
+    seen: set[int] = set()
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        for v in n.inputs:
+            p = v.producer
+            if p is None or index.get(id(p), -1) < start:
+                continue
+            if id(p) in ids:
+                return False
+            stack.append(p)
+    return True
+
+
+def _describe(members: list[Node], types: Mapping[int, TensorType], outputs: set[int],
+              readers: Mapping[int, list[Node]], device: Device) -> patterns.Replacement | None:
+    """The fused_elementwise replacement of ``members`` (in order) on ``device``; None where it cannot run there."""
+    ids = {id(m) for m in members}
+    made = {id(m.outputs[0]): k for k, m in enumerate(members)}
+    inputs: list[Value] = []
+    for m in members:
+        for v in m.inputs:
+            if id(v) not in made and all(v is not u for u in inputs):
+                inputs.append(v)
+    slot = {id(v): j for j, v in enumerate(inputs)}
+    steps = []
+    for m in members:
+        operands = tuple(slot[id(v)] if id(v) in slot else len(inputs) + made[id(v)] for v in m.inputs)
+        steps.append((m.op, dict(m.attrs), operands))
+    written = [k for k, m in enumerate(members) if id(m.outputs[0]) in outputs
+               or any(id(r) not in ids for r in readers.get(id(m.outputs[0]), []))]
+    if not written:
+        return None
+    op = get("fused_elementwise")
+    in_types = [types[id(v)] for v in inputs]
+    try:
+        attrs, _ = op.prepare(in_types, {"steps": tuple(steps), "outputs": tuple(written)})
+    except DeviceLayerError:
+        return None
+    if op.unsupported(in_types, attrs, device.info) is not None:
+        return None
+    return patterns.Replacement("elementwise", list(members), "fused_elementwise", attrs, inputs,
+                                [members[k].outputs[0] for k in written], device)
+
+
+# -- the new graph ------------------------------------------------------------------------------------------------
+def contract(graph: Graph, nodes: list[Node], replacements: Sequence[patterns.Replacement]) -> Graph:
+    """A copy of ``graph`` (its ``nodes``) with each replacement's members made one node, in a topological order."""
+    index = {id(n): i for i, n in enumerate(nodes)}
+    unit_of: dict[int, Any] = {id(n): n for n in nodes}
+    for r in replacements:
+        for m in r.members:
+            unit_of[id(m)] = r
+    units = list({id(u): u for u in unit_of.values()}.values())
+
+    producer = {id(v): unit_of[id(n)] for n in nodes for v in n.outputs}
+    waiting = {id(u): len({id(producer[id(v)]) for v in u.inputs if id(v) in producer}) for u in units}
+    after: dict[int, list[Any]] = {}
+    for u in units:
+        for p in {id(producer[id(v)]): producer[id(v)] for v in u.inputs if id(v) in producer}.values():
+            after.setdefault(id(p), []).append(u)
+
+    def rank(u: Any) -> int:
+        return min(index[id(m)] for m in u.members) if isinstance(u, patterns.Replacement) else index[id(u)]
+
+    ready = [(rank(u), id(u), u) for u in units if not waiting[id(u)]]
+    heapq.heapify(ready)
+    new = Graph(graph.name)
+    vmap: dict[int, Value] = {id(v): new.input(v.name, v.shape, v.dtype) for v in graph.inputs}
+
+    def value(v: Value) -> Value:
+        if id(v) not in vmap and v.constant is not None:  # (a constant a pattern made may need a fresh name)
+            name = v.name if v.graph is graph or v.name not in new.values else None
+            vmap[id(v)] = new.constant(v.constant, name=name)
+        return vmap[id(v)]
+
+    done = 0
+    while ready:
+        _, _, u = heapq.heappop(ready)
+        done += 1
+        name = u.extra["name"] if isinstance(u, patterns.Replacement) else u.name
+        outs = new.apply(u.op, [value(v) for v in u.inputs], name=name, **u.attrs)
+        for old, out in zip(u.outputs, outs):
+            vmap[id(old)] = out
+        for w in after.get(id(u), []):
+            waiting[id(w)] -= 1
+            if not waiting[id(w)]:
+                heapq.heappush(ready, (rank(w), id(w), w))
+    if done != len(units):
+        raise AssertionError("fusion made a cycle")  # _acyclic and the patterns' checks rule this out
+    for name, v in graph.outputs.items():
+        new.output(name, value(v))
+    return new
+
+
+def annotate(placement: Placement, fusion: Fusion | None) -> None:
+    """Say in ``placement``'s reasons which nodes stand for fused groups."""
+    if fusion is None:
+        return
+    groups = fusion.by_node()
+    for n in placement.nodes:
+        g = groups.get(n.name)
+        if g is not None:
+            ops = ", ".join(op for _, op in g.members)
+            placement.reason[id(n)] = f"fused {g.kind} of {len(g.members)} nodes ({ops}), placed as they were"
+
+
+def kernel_counts(steps: Sequence[Any], fusion: Fusion | None) -> dict[str, int]:
+    """Kernel launches per run of a prepared plan's ``steps``: ``after`` fusion and ``before`` (the fused nodes'
+    members counted as they ran alone)."""
+    groups = fusion.by_node() if fusion is not None else {}
+    after = before = 0
+    for s in steps:
+        if s.kind != "node":
+            continue
+        n = launches(s.op_plan, len(s.copies))
+        after += n
+        g = groups.get(s.node.name)
+        before += g.launches if g is not None else n
+    return {"before": before, "after": after}
+
+
+def report_lines(steps: Sequence[Any], fusion: Fusion | None) -> list[str]:
+    """Lines for the placement report: launches before and after fusion, then each group fused."""
+    counts = kernel_counts(steps, fusion)
+    if fusion is None:
+        return [f"{counts['after']} kernel launch(es) per run (nothing fused)"]
+    lines = [f"{counts['after']} kernel launch(es) per run after fusion, {counts['before']} before; "
+             f"{len(fusion.groups)} group(s) fused:"]
+    for g in fusion.groups:
+        members = ", ".join(f"{n} ({op})" for n, op in g.members)
+        lines.append(f"  {g.node} on {g.device}: {members}")
+    return lines
+
+
+__all__ = ["Fusion", "FusedGroup", "fuse_graph", "contract", "annotate", "kernel_counts", "report_lines",
+           "launches"]

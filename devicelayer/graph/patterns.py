@@ -1,0 +1,472 @@
+"""Patterns: decomposed forms of ops the library has, found in a placed graph and replaced by the one op.
+
+A PyTorch export (or an older opset) spells LayerNorm as ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul,
+Add; GELU as Div, Erf, Add, Mul, Mul (or its tanh form); Softmax as ReduceMax, Sub, Exp, ReduceSum, Div; GroupNorm
+as Reshape, InstanceNormalization, Reshape, Mul, Add; attention as MatMul(Q, Transpose(K)), a scale, an optional
+constant mask, Softmax and MatMul(., V).  Each
+matcher here checks the structure exactly (axes, keepdims, the constants: epsilon, sqrt(2), 0.5, 1, 0.044715,
+sqrt(2/pi)) and that every intermediate is read only inside the pattern, and gives a ``Replacement``: the
+pattern's nodes, the op standing for them and its inputs.  A replacement is kept only where its op runs on the
+device the pattern's nodes were placed on; elsewhere the nodes stay as they are.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from ..errors import DeviceLayerError
+from ..kernels.op import TensorType, get
+from .ir import Node, Value
+
+
+@dataclass
+class Replacement:
+    """Nodes replaced by one node of ``op``: it reads ``inputs`` and gives the values ``outputs`` (old values of
+    the members, read after it)."""
+
+    kind: str
+    members: list[Node]
+    op: str
+    attrs: dict[str, Any]
+    inputs: list[Value]
+    outputs: list[Value]
+    device: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class _Graph:
+    """What a matcher reads: each value's readers, the graph's outputs, the types, the nodes already taken."""
+
+    def __init__(self, nodes: list[Node], types: Mapping[int, TensorType], outputs: set[int],
+                 readers: Mapping[int, list[Node]], taken: set[int]) -> None:
+        self.nodes, self.types, self.outputs, self.readers, self.taken = nodes, types, outputs, readers, taken
+
+    def only(self, v: Value) -> Node | None:
+        """The one reader of ``v`` when it is read by one node (once) and is no graph output."""
+        after = self.readers.get(id(v), [])
+        if len(after) != 1 or id(v) in self.outputs or id(after[0]) in self.taken:
+            return None
+        return after[0]
+
+    def internal(self, v: Value, members: list[Node]) -> bool:
+        """Whether every reader of ``v`` is one of ``members`` (and ``v`` is no graph output)."""
+        ids = {id(m) for m in members}
+        return id(v) not in self.outputs and all(id(r) in ids for r in self.readers.get(id(v), []))
+
+    def distinct(self, v: Value) -> list[Node]:
+        """The nodes reading ``v``, each once."""
+        return list({id(r): r for r in self.readers.get(id(v), [])}.values())
+
+    def shape(self, v: Value) -> tuple[int, ...]:
+        return self.types[id(v)].shape
+
+
+def scalar(v: Value) -> float | None:
+    """The value of a constant holding one element (any shape), else None."""
+    c = v.constant
+    if c is None or c.size != 1 or c.dtype.kind not in "fiu":
+        return None
+    return float(c.reshape(-1)[0])
+
+
+def _close(x: float | None, want: float, rtol: float = 1e-6) -> bool:
+    return x is not None and math.isclose(x, want, rel_tol=rtol, abs_tol=0.0)
+
+
+def _other(node: Node, v: Value) -> Value | None:
+    """The operand of binary ``node`` that is not ``v`` (None when both are ``v`` or ``v`` is not one)."""
+    a, b = node.inputs[0], node.inputs[1]
+    if a is v and b is not v:
+        return b
+    if b is v and a is not v:
+        return a
+    return None
+
+
+def _trailing_axes(axes: Any, rank: int) -> int | None:
+    """The first axis when ``axes`` are exactly the trailing axes [a, rank), else None."""
+    if axes is None:
+        return 0 if rank else None
+    norm = sorted(int(a) % rank for a in axes) if rank else []
+    if not norm or norm != list(range(norm[0], rank)):
+        return None
+    return norm[0]
+
+
+def _one_axis(axes: Any, rank: int) -> int | None:
+    if axes is None or len(axes) != 1 or not rank:
+        return None
+    return int(axes[0]) % rank
+
+
+# -- LayerNorm ----------------------------------------------------------------------------------------------------
+def layer_norm(g: _Graph, mean1: Node) -> Replacement | None:
+    """mean(x) -> sub -> pow 2 (or mul by itself) -> mean -> add eps -> sqrt -> div [-> mul scale [-> add bias]]."""
+    if mean1.op != "mean" or not mean1.attrs.get("keepdims", True):
+        return None
+    x = mean1.inputs[0]
+    rank = len(g.shape(x))
+    axis = _trailing_axes(mean1.attrs.get("axes"), rank)
+    if axis is None or g.types[id(x)].dtype.kind != "f":
+        return None
+    m = mean1.outputs[0]
+    subs = g.readers.get(id(m), [])
+    if len(subs) != 1 or subs[0].op != "sub" or subs[0].inputs[0] is not x or subs[0].inputs[1] is not m:
+        return None
+    sub = subs[0]
+    d = sub.outputs[0]
+    readers = g.distinct(d)
+    if len(readers) != 2 or id(d) in g.outputs:
+        return None
+    square = next((r for r in readers if (r.op == "pow" and r.inputs[0] is d and _close(scalar(r.inputs[1]), 2.0))
+                   or (r.op == "mul" and r.inputs[0] is d and r.inputs[1] is d)), None)
+    div = next((r for r in readers if r.op == "div" and r.inputs[0] is d), None)
+    if square is None or div is None or square is div:
+        return None
+    mean2 = g.only(square.outputs[0])
+    if (mean2 is None or mean2.op != "mean" or not mean2.attrs.get("keepdims", True)
+            or _trailing_axes(mean2.attrs.get("axes"), rank) != axis):
+        return None
+    add = g.only(mean2.outputs[0])
+    if add is None or add.op != "add":
+        return None
+    eps_v = _other(add, mean2.outputs[0])
+    eps = scalar(eps_v) if eps_v is not None else None
+    if eps is None or eps < 0:
+        return None
+    sqrt = g.only(add.outputs[0])
+    if sqrt is None or sqrt.op != "sqrt" or g.only(sqrt.outputs[0]) is not div or div.inputs[1] is not sqrt.outputs[0]:
+        return None
+    members = [mean1, sub, square, mean2, add, sqrt, div]
+    inputs = [x]
+    last = div
+    nxt = g.only(div.outputs[0])
+    if nxt is not None and nxt.op == "mul":
+        scale = _other(nxt, div.outputs[0])
+        if scale is not None and scale.producer is None:
+            members.append(nxt)
+            inputs.append(scale)
+            last = nxt
+            nxt = g.only(nxt.outputs[0])
+            if nxt is not None and nxt.op == "add":
+                bias = _other(nxt, last.outputs[0])
+                if bias is not None and bias.producer is None:
+                    members.append(nxt)
+                    inputs.append(bias)
+                    last = nxt
+    if g.types[id(last.outputs[0])].shape != g.shape(x):
+        return None
+    return Replacement("layer_normalization", members, "layer_normalization", {"axis": axis, "epsilon": eps},
+                       inputs, [last.outputs[0]])
+
+
+# -- Softmax ---------------------------------------------------------------------------------------------------------
+def softmax(g: _Graph, first: Node) -> Replacement | None:
+    """[reduce_max -> sub ->] exp -> sum -> div, along one axis with keepdims."""
+    members: list[Node] = []
+    if first.op == "reduce_max":
+        x = first.inputs[0]
+        rank = len(g.shape(x))
+        axis = _one_axis(first.attrs.get("axes"), rank)
+        if axis is None or not first.attrs.get("keepdims", True):
+            return None
+        sub = g.only(first.outputs[0])
+        if sub is None or sub.op != "sub" or sub.inputs[0] is not x or sub.inputs[1] is not first.outputs[0]:
+            return None
+        exp = g.only(sub.outputs[0])
+        if exp is None or exp.op != "exp":
+            return None
+        members = [first, sub]
+    elif first.op == "exp":
+        exp, x, axis = first, first.inputs[0], None
+        shift = x.producer
+        peak = shift.inputs[1].producer if shift is not None and shift.op == "sub" else None
+        if peak is not None and peak.op == "reduce_max" and peak.inputs[0] is shift.inputs[0]:
+            return None  # the shifted form, matched from its reduce_max
+    else:
+        return None
+    e = exp.outputs[0]
+    readers = g.distinct(e)
+    if len(readers) != 2 or id(e) in g.outputs:
+        return None
+    total = next((r for r in readers if r.op == "sum"), None)
+    div = next((r for r in readers if r.op == "div" and r.inputs[0] is e), None)
+    if total is None or div is None or not total.attrs.get("keepdims", True):
+        return None
+    rank = len(g.shape(x))
+    sum_axis = _one_axis(total.attrs.get("axes"), rank)
+    if sum_axis is None or (axis is not None and sum_axis != axis) or div.inputs[1] is not total.outputs[0]:
+        return None
+    if g.only(total.outputs[0]) is not div or g.types[id(x)].dtype.kind != "f":
+        return None
+    return Replacement("softmax", members + [exp, total, div], "softmax", {"axis": sum_axis}, [x],
+                       [div.outputs[0]])
+
+
+# -- GELU ------------------------------------------------------------------------------------------------------------
+def _product(g: _Graph, top: Node, members: list[Node]) -> list[Value] | None:
+    """The factors of a tree of ``mul`` nodes under ``top`` whose inner products are read only inside it."""
+    factors: list[Value] = []
+    for v in top.inputs:
+        p = v.producer
+        if p is not None and p.op == "mul" and g.only(v) is top and id(p) not in g.taken:
+            members.append(p)
+            inner = _product(g, p, members)
+            if inner is None:
+                return None
+            factors += inner
+        else:
+            factors.append(v)
+    return factors
+
+
+def _one_plus(g: _Graph, v: Value, inner_op: str, members: list[Node]) -> Node | None:
+    """The ``inner_op`` node f when ``v`` = 1 + f(...), each read only on the way; its node recorded."""
+    add = v.producer
+    if add is None or add.op != "add" or g.only(v) is None:
+        return None
+    for t, c in ((add.inputs[0], add.inputs[1]), (add.inputs[1], add.inputs[0])):
+        f = t.producer
+        if f is not None and f.op == inner_op and _close(scalar(c), 1.0) and g.only(t) is add:
+            members += [add, f]
+            return f
+    return None
+
+
+def _scaled(g: _Graph, v: Value, x: Value, factor: float, members: list[Node]) -> bool:
+    """Whether ``v`` = x * factor (a mul by the constant or a div by its inverse), read only on the way."""
+    n = v.producer
+    if n is None or g.only(v) is None or n.op not in ("mul", "div"):
+        return False
+    c = _other(n, x)
+    if c is None or (n.op == "div" and n.inputs[0] is not x):
+        return False
+    k = scalar(c)
+    ok = _close(k, factor, 1e-5) if n.op == "mul" else (k is not None and k != 0 and _close(1.0 / k, factor, 1e-5))
+    if ok:
+        members.append(n)
+    return ok
+
+
+def _cube_term(g: _Graph, v: Value, x: Value, members: list[Node]) -> bool:
+    """Whether ``v`` = x + 0.044715 * x**3 (pow 3 or x * x * x), read only on the way."""
+    add = v.producer
+    if add is None or add.op != "add" or g.only(v) is None:
+        return False
+    term = _other(add, x)
+    t = term.producer if term is not None else None
+    if t is None or t.op != "mul" or g.only(term) is not add:
+        return False
+    cube = None
+    for a, c in ((t.inputs[0], t.inputs[1]), (t.inputs[1], t.inputs[0])):
+        if _close(scalar(c), 0.044715, 1e-5):
+            cube = a
+    p = cube.producer if cube is not None else None
+    if p is None or g.only(cube) is not t:
+        return False
+    if p.op == "pow" and p.inputs[0] is x and _close(scalar(p.inputs[1]), 3.0):
+        members += [add, t, p]
+        return True
+    if p.op == "mul":
+        sq = _other(p, x)
+        q = sq.producer if sq is not None else None
+        if q is not None and q.op == "mul" and q.inputs[0] is x and q.inputs[1] is x and g.only(sq) is p:
+            members += [add, t, p, q]
+            return True
+    return False
+
+
+def gelu(g: _Graph, top: Node) -> Replacement | None:
+    """x * 0.5 * (1 + erf(x / sqrt 2)) or x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x³))), as any tree of
+    products."""
+    if top.op != "mul":
+        return None
+    members: list[Node] = [top]
+    factors = _product(g, top, members)
+    if factors is None or len(factors) != 3:
+        return None
+    half = [f for f in factors if _close(scalar(f), 0.5)]
+    if len(half) != 1:
+        return None
+    rest = [f for f in factors if f is not half[0]]
+    for x, bracket in ((rest[0], rest[1]), (rest[1], rest[0])):
+        if g.types[id(x)].dtype.kind != "f" or x.constant is not None:
+            continue
+        found = list(members)
+        erf = _one_plus(g, bracket, "erf", found)
+        if erf is not None and _scaled(g, erf.inputs[0], x, math.sqrt(0.5), found):
+            return Replacement("gelu", found, "gelu", {}, [x], [top.outputs[0]])
+        found = list(members)
+        tanh = _one_plus(g, bracket, "tanh", found)
+        if tanh is not None:
+            arg = tanh.inputs[0]
+            inner = arg.producer
+            if inner is not None and inner.op == "mul" and g.only(arg) is tanh:
+                for t, c in ((inner.inputs[0], inner.inputs[1]), (inner.inputs[1], inner.inputs[0])):
+                    chain = found + [inner]
+                    if _close(scalar(c), math.sqrt(2 / math.pi), 1e-5) and _cube_term(g, t, x, chain):
+                        return Replacement("gelu_tanh", chain, "gelu_tanh", {}, [x], [top.outputs[0]])
+    return None
+
+
+# -- GroupNorm -------------------------------------------------------------------------------------------------------
+def _per_channel(v: Value | None, rank: int, channels: int) -> np.ndarray | None:
+    """A constant varying along axis 1 only (of a rank-``rank`` tensor), as a (channels,) array; else None."""
+    c = v.constant if v is not None else None
+    if c is None or c.ndim > rank:
+        return None
+    shape = (1,) * (rank - c.ndim) + c.shape
+    if any(n != 1 for k, n in enumerate(shape) if k != 1) or shape[1] not in (1, channels):
+        return None
+    return np.ascontiguousarray(np.broadcast_to(c.reshape(-1), (channels,)))
+
+
+def group_norm(g: _Graph, first: Node) -> Replacement | None:
+    """reshape (N, C, ...) to (N, G, -1) -> instance normalization (unit scale, zero bias) -> reshape back
+    [-> mul by a per-channel constant [-> add one]]: PyTorch's GroupNorm as exported before opset 18."""
+    if first.op != "reshape":
+        return None
+    x = first.inputs[0]
+    xs, grouped = g.shape(x), g.shape(first.outputs[0])
+    if len(xs) < 3 or len(grouped) != 3 or grouped[0] != xs[0] or g.types[id(x)].dtype.kind != "f":
+        return None
+    C, G = xs[1], grouped[1]
+    if G < 1 or C % G or grouped[2] * G * xs[0] != g.types[id(x)].size:
+        return None
+    norm = g.only(first.outputs[0])
+    if norm is None or norm.op != "group_normalization" or norm.attrs["num_groups"] != G or \
+            norm.inputs[0] is not first.outputs[0]:
+        return None
+    unit, zero = (v.constant for v in norm.inputs[1:3])
+    if unit is None or zero is None or not np.all(unit == 1) or not np.all(zero == 0):
+        return None
+    back = g.only(norm.outputs[0])
+    if back is None or back.op != "reshape" or g.shape(back.outputs[0]) != xs:
+        return None
+    members, last = [first, norm, back], back
+    scale = np.ones(C, g.types[id(x)].dtype)
+    bias = np.zeros(C, g.types[id(x)].dtype)
+    nxt = g.only(back.outputs[0])
+    if nxt is not None and nxt.op == "mul":
+        found = _per_channel(_other(nxt, back.outputs[0]), len(xs), C)
+        if found is not None and g.shape(nxt.outputs[0]) == xs:
+            scale, members, last = found.astype(scale.dtype), members + [nxt], nxt
+            nxt = g.only(nxt.outputs[0])
+            if nxt is not None and nxt.op == "add":
+                found = _per_channel(_other(nxt, last.outputs[0]), len(xs), C)
+                if found is not None and g.shape(nxt.outputs[0]) == xs:
+                    bias, members, last = found.astype(bias.dtype), members + [nxt], nxt
+    params = [Value(f"{last.name}:gn_scale", TensorType((C,), scale.dtype), constant=scale),
+              Value(f"{last.name}:gn_bias", TensorType((C,), bias.dtype), constant=bias)]
+    return Replacement("group_normalization", members, "group_normalization",
+                       {"num_groups": G, "epsilon": norm.attrs["epsilon"]}, [x, *params], [last.outputs[0]])
+
+
+#: matchers, tried at each node in order (the first that matches takes the nodes)
+# -- attention ------------------------------------------------------------------------------------------------------
+def _scale_of(g: _Graph, node: Node, scores: Value) -> float | None:
+    """The factor ``node`` (mul or div by a one-element constant, reading ``scores``) scales them by; else None."""
+    other = _other(node, scores) if node.op in ("mul", "div") else None
+    c = scalar(other) if other is not None else None
+    if c is None or (node.op == "div" and (node.inputs[0] is not scores or c == 0)):
+        return None
+    return c if node.op == "mul" else 1.0 / c
+
+
+def attention(g: _Graph, last: Node) -> Replacement | None:
+    """matmul(q, transpose(k, (0, 1, 3, 2))) -> mul (or div) by a constant [-> add a constant float mask whose
+    rows each keep a finite entry] -> softmax(axis -1) -> matmul(., v), 4-D, heads and batch equal."""
+    if last.op != "matmul":
+        return None
+    probs, v = last.inputs
+    sm = probs.producer
+    if sm is None or sm.op != "softmax" or g.only(probs) is not last:
+        return None
+    rank = len(g.shape(probs))
+    if rank != 4 or int(sm.attrs.get("axis", -1)) % rank != 3:
+        return None
+    node = sm.inputs[0].producer
+    members = [sm, last]
+    mask = None
+    if node is not None and node.op == "add" and g.only(node.outputs[0]) is sm:
+        scaled = node.inputs[0]
+        mask = node.inputs[1]
+        if mask.constant is None or mask.constant.dtype.kind != "f" or scaled.producer is None:
+            return None
+        full = np.broadcast_to(mask.constant, g.shape(node.outputs[0])) if mask.constant.ndim <= rank else None
+        if full is None or not np.all(np.any(np.isfinite(full), axis=-1)) or np.isnan(full).any():
+            return None  # (a row masked everywhere: softmax gives NaN, attention zeros)
+        members.insert(0, node)
+        node = scaled.producer
+    if node is None or node.op not in ("mul", "div") or g.only(node.outputs[0]) is not members[0]:
+        return None
+    qk = node.inputs[0] if node.inputs[1].constant is not None else node.inputs[1]
+    factor = _scale_of(g, node, qk)
+    first = qk.producer
+    if factor is None or first is None or first.op != "matmul" or g.only(qk) is not node:
+        return None
+    q, kt = first.inputs
+    tr = kt.producer
+    if tr is None or tr.op != "transpose" or g.only(kt) is not first:
+        return None
+    perm = tr.attrs.get("perm")
+    if perm is None or [int(p) % 4 for p in perm] != [0, 1, 3, 2] or len(g.shape(tr.inputs[0])) != 4:
+        return None
+    k = tr.inputs[0]
+    qs, ks, vs = g.shape(q), g.shape(k), g.shape(v)
+    if len(qs) != 4 or qs[:2] != ks[:2] or vs[:2] != qs[:2] or vs[2] != ks[2]:
+        return None
+    inputs = [q, k, v] + ([mask] if mask is not None else [])
+    return Replacement("attention", [tr, first, node, *members], "attention", {"scale": float(factor)}, inputs,
+                       [last.outputs[0]])
+
+
+MATCHERS: tuple[Callable[[_Graph, Node], Replacement | None], ...] = (layer_norm, softmax, gelu, group_norm,
+                                                                     attention)
+
+
+def find(nodes: list[Node], types: Mapping[int, TensorType], outputs: set[int], readers: Mapping[int, list[Node]],
+         device_of: Callable[[Node], Any], excluded: set[int]) -> list[Replacement]:
+    """The patterns of ``nodes`` (in order) whose nodes share a device that runs the replacing op; nodes in
+    ``excluded`` (ids) take part in none."""
+    taken: set[int] = set(excluded)
+    g = _Graph(nodes, types, outputs, readers, taken)
+    found: list[Replacement] = []
+    for node in reversed(nodes):  # from the end: a gelu's outer product is found before its inner ones
+        if id(node) in taken:
+            continue
+        for matcher in MATCHERS:
+            r = matcher(g, node)
+            if r is None or any(id(m) in taken for m in r.members) or len({id(m) for m in r.members}) != len(
+                    r.members):
+                continue
+            devices = {id(device_of(m)) for m in r.members}
+            if len(devices) != 1:
+                continue
+            r.device = device_of(r.members[0])
+            if not _runs(r, types):
+                continue
+            taken.update(id(m) for m in r.members)
+            found.append(r)
+            break
+    return found
+
+
+def _runs(r: Replacement, types: Mapping[int, TensorType]) -> bool:
+    """Whether the replacing op takes these inputs (and gives the members' output type) on the device."""
+    op = get(r.op)
+    ins = [types.get(id(v), v.type) for v in r.inputs]  # (constants a pattern made are not in types)
+    try:
+        attrs, outs = op.prepare(ins, dict(r.attrs))
+    except DeviceLayerError:
+        return False
+    if [(t.shape, t.dtype) for t in outs] != [(types[id(v)].shape, types[id(v)].dtype) for v in r.outputs]:
+        return False
+    return op.unsupported(ins, attrs, r.device.info) is None
+
+
+__all__ = ["Replacement", "find", "MATCHERS", "scalar"]

@@ -1,0 +1,144 @@
+"""Epilogue fusion (devicelayer/graph/epilogues.py, kernels/ops/epilogue.py): a pointwise chain after matmul or
+gemm computed in the product's kernel, on every device, against NumPy float64 and the unfused plan, with launch
+counts; the chain left apart where it cannot be an epilogue."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import devicelayer as dl
+from devicelayer.errors import DeviceLayerError
+from devicelayer.kernels.op import TensorType, get
+from devicelayer.ops import names  # noqa: F401  (registers the library)
+
+from test_fusion import close, poisoned_run, reference64
+
+
+def _check(g: dl.Graph, device, feeds: dict, after: int, before: int) -> dl.Graph:
+    fused, plain = g.compile([device]), g.compile([device], fuse=False)
+    try:
+        assert plain.kernel_counts()["after"] == before
+        assert fused.kernel_counts() == {"before": before, "after": after}
+        got, unfused = poisoned_run(fused, feeds), poisoned_run(plain, feeds)
+        want = reference64(g, feeds)
+        for name in want:
+            close(got[name], want[name], 2e-4)
+            close(got[name], unfused[name].astype(np.float64), 2e-4)
+        return fused.graph
+    finally:
+        fused.release()
+        plain.release()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_matmul_bias_activation_is_one_launch(device, seed):
+    rng = np.random.default_rng(2000 + seed)
+    batch = tuple(int(s) for s in rng.integers(1, 4, size=int(rng.integers(0, 3))))
+    m, k, n = (int(s) for s in rng.integers(1, 80, size=3))
+    act = ["relu", "gelu", "tanh", "sigmoid"][seed]
+    g = dl.Graph()
+    x = g.input("x", (*batch, m, k))
+    w = g.constant(rng.standard_normal((k, n)).astype(np.float32))
+    b = g.constant(rng.standard_normal(n).astype(np.float32))
+    z = g.add(g.matmul(x, w), b)
+    g.output("y", g.mul(g.apply(act, [z])[0], z))
+    feeds = {"x": rng.standard_normal((*batch, m, k)).astype(np.float32)}
+    graph = _check(g, device, feeds, 1, 4)
+    [node] = graph.needed()
+    assert node.op == "matmul" and [s[0] for s in node.attrs["epilogue"]] == ["add", act, "mul"]
+
+
+def test_gemm_residual_and_lone_relu(device, rng):
+    g = dl.Graph()
+    a = g.input("a", (20, 33))
+    r = g.input("r", (20, 17))
+    w = g.constant(rng.standard_normal((17, 33)).astype(np.float32))
+    c = g.constant(rng.standard_normal(17).astype(np.float32))
+    y = g.gemm(a, w, c, transB=1, alpha=0.5)
+    g.output("y", g.relu(g.add(y, r)))
+    g.output("y2", g.relu(g.gemm(a, w, transB=1)))  # a lone pointwise node
+    feeds = {"a": rng.standard_normal((20, 33)).astype(np.float32),
+             "r": rng.standard_normal((20, 17)).astype(np.float32)}
+    graph = _check(g, device, feeds, 2, 5)
+    assert sorted(n.op for n in graph.needed()) == ["gemm", "gemm"]
+
+
+def test_a_product_read_elsewhere_or_a_shape_that_grows_keeps_its_chain_apart(device, rng):
+    g = dl.Graph()
+    x = g.input("x", (8, 5))
+    w = g.constant(rng.standard_normal((5, 6)).astype(np.float32))
+    p = g.matmul(x, w)
+    g.output("y", g.tanh(g.relu(p)))
+    g.output("p", p)  # the product is an output too
+    q = g.matmul(x, w)
+    g.output("z", g.relu(g.add(q, g.input("big", (3, 8, 6)))))  # the chain's shape is not the product's
+    feeds = {"x": rng.standard_normal((8, 5)).astype(np.float32),
+             "big": rng.standard_normal((3, 8, 6)).astype(np.float32)}
+    graph = _check(g, device, feeds, 4, 6)
+    assert all(not n.attrs.get("epilogue") for n in graph.needed())
+
+
+def test_the_op_refuses_a_bad_epilogue():
+    a, b = TensorType.of((4, 3), np.float32), TensorType.of((3, 5), np.float32)
+    op = get("matmul")
+    column = {"epilogue": (("add", {}, (0, 1)),), "epilogue_inputs": 1}
+    with pytest.raises(DeviceLayerError, match="not a suffix"):
+        op.prepare([a, b, TensorType.of((4, 1), np.float32)], column)
+    with pytest.raises(DeviceLayerError, match="epilogue"):
+        op.prepare([a, b], {"epilogue": (("cast", {"to": np.float16}, (0,)),)})
+    with pytest.raises(DeviceLayerError, match="no epilogue"):
+        op.prepare([a, b, TensorType.of((5,), np.float32)], {"epilogue_inputs": 1})
+    attrs, outs = op.prepare([a, b], {"epilogue": (("relu", {}, (0,)),)})
+    assert outs == [TensorType.of((4, 5), np.float32)] and attrs["epilogue_inputs"] == 0
+    x = np.arange(12, dtype=np.float32).reshape(4, 3) - 6
+    y = np.ones((3, 5), np.float32)
+    assert np.array_equal(op.reference([x, y], attrs)[0], np.maximum(x @ y, 0))
+
+
+def test_a_where_reading_the_product_itself(device, rng):
+    """The last step reads the product it overwrites (a causal mask after QK^T): the host applies it from a copy."""
+    g = dl.Graph()
+    q = g.input("q", (2, 6, 4))
+    k = g.input("k", (2, 4, 6))
+    mask = g.constant(np.tril(np.ones((6, 6), bool)))
+    g.output("s", g.where(mask, g.matmul(q, k), g.constant(np.float32(-np.inf))))
+    feeds = {"q": rng.standard_normal((2, 6, 4)).astype(np.float32),
+             "k": rng.standard_normal((2, 4, 6)).astype(np.float32)}
+    fused = g.compile([device])
+    try:
+        assert fused.kernel_counts() == {"before": 2, "after": 1}
+        got = poisoned_run(fused, feeds)["s"]
+        want = np.where(np.tril(np.ones((6, 6), bool)), feeds["q"].astype(np.float64) @ feeds["k"], -np.inf)
+        assert np.array_equal(np.isinf(got), np.isinf(want))
+        close(np.where(np.isinf(got), 0, got), np.where(np.isinf(want), 0, want), 2e-4)
+    finally:
+        fused.release()
+
+
+class _Library:
+    """A stand-in vendor library that takes every call (never run: the test only compiles)."""
+
+    def accepts(self, ins, outs, attrs):
+        return True
+
+    def __call__(self, *args):
+        raise AssertionError("not run")
+
+
+def test_a_product_a_vendor_library_takes_keeps_its_chain_as_a_fused_kernel(rng, monkeypatch):
+    device = dl.device("opencl:0") if any(d.id == "opencl:0" for d in dl.devices()) else None
+    if device is None:
+        pytest.skip("needs a kernel device")
+    monkeypatch.setattr(device, "vendor_op", lambda name: _Library() if name == "matmul" else None)
+    g = dl.Graph()
+    x = g.input("x", (6, 5))
+    w = g.constant(rng.standard_normal((5, 4)).astype(np.float32))
+    g.output("y", g.relu(g.add(g.matmul(x, w), g.constant(np.ones(4, np.float32)))))
+    plan = g.compile([device])
+    try:
+        ops = [n.op for n in plan.graph.needed()]
+        assert ops == ["matmul", "fused_elementwise"]
+        assert plan.kernel_counts() == {"before": 3, "after": 2}
+    finally:
+        plan.release()

@@ -1,0 +1,324 @@
+"""Fusion at compile time (devicelayer/graph/fuse.py, patterns.py): random pointwise chains against NumPy float64,
+fused against unfused, escaping intermediates, the patterns recognised and refused, launch counts, on every
+device."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import devicelayer as dl
+from devicelayer.kernels.op import OPS, TensorType
+
+UNARY = ["relu", "sigmoid", "tanh", "neg", "abs", "softsign", "leaky_relu", "elu", "gelu", "hard_sigmoid", "sin",
+         "erf", "gelu_tanh", "softplus"]
+BINARY = ["add", "sub", "mul", "max", "min"]
+FULL = (3, 4, 5)
+SHAPES = [FULL, (4, 5), (5,), (3, 1, 5), (3, 4, 1), ()]
+
+
+def reference64(graph: dl.Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every output of ``graph`` by the ops' NumPy references, floats in float64."""
+    def wide(a):
+        a = np.asarray(a)
+        return a.astype(np.float64) if a.dtype.kind == "f" else a
+    values = {id(v): wide(feeds[v.name]) for v in graph.inputs}
+    for v in graph.values.values():
+        if v.constant is not None:
+            values[id(v)] = wide(v.constant)
+    for n in graph.needed():
+        ins = [values[id(v)] for v in n.inputs]
+        attrs, _ = OPS[n.op].prepare([TensorType(a.shape, a.dtype) for a in ins], dict(n.attrs))
+        for v, out in zip(n.outputs, OPS[n.op].reference(ins, attrs)):
+            values[id(v)] = wide(out)
+    return {name: values[id(v)] for name, v in graph.outputs.items()}
+
+
+def close(got: np.ndarray, want: np.ndarray, rtol: float = 1e-4) -> None:
+    assert got.shape == want.shape and got.dtype.kind == np.asarray(want).dtype.kind or got.dtype.kind in "iub"
+    scale = max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0
+    np.testing.assert_allclose(got.astype(np.float64), np.asarray(want, np.float64), rtol=rtol, atol=rtol * scale)
+
+
+def random_chain(rng: np.random.Generator) -> tuple[dl.Graph, dict[str, np.ndarray], int]:
+    """A graph of pointwise ops with broadcasting, an integer input cast in, a comparison and a where, some
+    intermediates graph outputs and one read by a reduction; returns it, its feeds and its pointwise node count."""
+    g = dl.Graph()
+    feeds: dict[str, np.ndarray] = {}
+    pool = []
+    for k, shape in enumerate(SHAPES[:-1]):
+        pool.append(g.input(f"x{k}", shape))
+        feeds[f"x{k}"] = rng.uniform(-2, 2, shape).astype(np.float32)
+    pool.append(g.constant(np.float32(rng.uniform(0.5, 1.5))))
+    i = g.input("i", FULL, np.int32)
+    feeds["i"] = rng.integers(-3, 4, FULL).astype(np.int32)
+    y = g.cast(i, to=np.float32)
+    pointwise = 1
+    for step in range(int(rng.integers(5, 11))):
+        if rng.random() < 0.45:
+            y = getattr(g, str(rng.choice(UNARY)))(y)
+        else:
+            other = pool[int(rng.integers(len(pool)))]
+            a, b = (y, other) if rng.random() < 0.5 else (other, y)
+            y = getattr(g, str(rng.choice(BINARY)))(a, b)
+        pointwise += 1
+        pool.append(y)
+        if step == 2:
+            y = g.where(g.greater(y, pool[0]), y, pool[1])
+            pointwise += 2
+        if rng.random() < 0.2:
+            g.output(f"mid{step}", y)
+    g.output("reduced", g.sum(pool[-3], axes=[-1], keepdims=True))
+    g.output("y", y)
+    return g, feeds, pointwise
+
+
+def poisoned_run(plan, feeds):
+    """Run once with NaN inputs (the arena and reused buffers then hold garbage), then with ``feeds``."""
+    plan(**{k: (np.full_like(v, np.nan) if v.dtype.kind == "f" else v) for k, v in feeds.items()})
+    return plan(**feeds)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_pointwise_chains_match_float64_and_unfused(device, seed):
+    rng = np.random.default_rng(1000 + seed)
+    g, feeds, pointwise = random_chain(rng)
+    fused, plain = g.compile([device]), g.compile([device], fuse=False)
+    try:
+        got, unfused = poisoned_run(fused, feeds), poisoned_run(plain, feeds)
+        want = reference64(g, feeds)
+        assert set(got) == set(want)
+        for name in want:
+            close(got[name], want[name])
+            close(got[name], unfused[name].astype(np.float64), 1e-5)
+        counts, alone = fused.kernel_counts(), plain.kernel_counts()
+        assert alone == {"before": alone["after"], "after": alone["after"]}
+        assert counts["before"] == alone["after"]
+        # at most one kernel per group, and the pointwise nodes are in groups of one device and shape
+        groups = fused.fusion.groups if fused.fusion else []
+        assert counts["after"] == alone["after"] - sum(len(gr.members) - 1 for gr in groups)
+        assert counts["after"] < alone["after"]
+        for gr in groups:  # each member runs where its group was placed
+            assert gr.device == device.id and len(gr.members) >= 2
+    finally:
+        fused.release()
+        plain.release()
+    assert pointwise >= 7
+
+
+def test_chain_of_five_is_one_launch_and_a_reduction_another(device, rng):
+    g = dl.Graph()
+    x = g.input("x", (64, 33))
+    b = g.constant(rng.standard_normal(33).astype(np.float32))
+    y = g.tanh(g.mul(g.sigmoid(g.relu(g.add(x, b))), x))
+    g.output("y", g.sum(y, axes=[1], keepdims=False))
+    fused, plain = g.compile([device]), g.compile([device], fuse=False)
+    try:
+        assert plain.kernel_counts()["after"] == 6
+        assert fused.kernel_counts() == {"before": 6, "after": 2}
+        assert [n.op for n in fused.graph.needed()] == ["fused_elementwise", "sum"]
+        feeds = {"x": rng.standard_normal((64, 33)).astype(np.float32)}
+        close(poisoned_run(fused, feeds)["y"], reference64(g, feeds)["y"])
+        report = fused.placement_report()
+        assert "2 kernel launch(es) per run after fusion, 6 before" in report
+        assert "add_" in report and "(tanh)" in report
+    finally:
+        fused.release()
+        plain.release()
+
+
+def test_an_escaping_intermediate_is_written_and_read_elsewhere(device, rng):
+    g = dl.Graph()
+    x = g.input("x", (8, 16))
+    a = g.relu(g.sub(x, g.constant(np.float32(0.25))))
+    g.output("a", a)  # a graph output in the middle of the chain
+    m = g.reduce_max(a, axes=[1], keepdims=True)  # and read by a node outside it
+    z = g.mul(g.exp(g.neg(a)), a)
+    g.output("z", g.add(z, m))
+    plan = g.compile([device])
+    try:
+        # sub, relu, neg, exp, mul in one kernel writing a too; the add (which reads the reduction of a) alone
+        nodes = plan.graph.needed()
+        assert [n.op for n in nodes] == ["fused_elementwise", "reduce_max", "add"]
+        assert len(nodes[0].outputs) == 2 and plan.graph.outputs["a"].producer is nodes[0]
+        feeds = {"x": rng.standard_normal((8, 16)).astype(np.float32)}
+        got, want = poisoned_run(plan, feeds), reference64(g, feeds)
+        for name in want:
+            close(got[name], want[name])
+    finally:
+        plan.release()
+
+
+def test_a_group_that_would_make_a_cycle_is_not_formed(device, rng):
+    # a = relu(x); s = sum(a) (not pointwise); y = a * s: a and y cannot be one node (y needs s, s needs a)
+    g = dl.Graph()
+    x = g.input("x", (4, 8))
+    a = g.relu(x)
+    s = g.sum(a, axes=[1], keepdims=True)
+    g.output("y", g.sigmoid(g.mul(a, s)))
+    plan = g.compile([device])
+    try:
+        assert [n.op for n in plan.graph.needed()] == ["relu", "sum", "fused_elementwise"]
+        feeds = {"x": rng.standard_normal((4, 8)).astype(np.float32)}
+        close(poisoned_run(plan, feeds)["y"], reference64(g, feeds)["y"])
+    finally:
+        plan.release()
+
+
+def test_members_stay_on_the_devices_that_run_them():
+    """Every member of every group runs on the group's device; a node placed by name is left alone."""
+    devices = [d.id for d in dl.devices()]
+    rng = np.random.default_rng(7)
+    g = dl.Graph()
+    x = g.input("x", (6, 7), np.float64)
+    y = g.erf(g.mul(g.add(x, 1.0), 0.5), name="the_erf")
+    y = g.tanh(g.relu(y), name="last")
+    g.output("y", y)
+    plan = g.compile(devices, placement={"last": devices[-1]})
+    try:
+        types = {id(v): v.type for v in g.values.values()}
+        by_name = {n.name: n for n in g.nodes}
+        for gr in plan.fusion.groups if plan.fusion else []:
+            dev = dl.device(gr.device)
+            for name, op in gr.members:
+                n = by_name[name]
+                assert OPS[op].unsupported([types[id(v)] for v in n.inputs], n.attrs, dev.info) is None
+            assert "last" not in {name for name, _ in gr.members}
+        assert any(r["node"] == "last" for r in plan.placement_table())
+        feeds = {"x": rng.standard_normal((6, 7))}
+        close(plan(**feeds)["y"], reference64(g, feeds)["y"], 1e-6)
+    finally:
+        plan.release()
+
+
+# -- patterns --------------------------------------------------------------------------------------------------------
+def layer_norm_graph(rng, axes2=(-1,), eps_input=False, scale=True, bias=True, power=True):
+    g = dl.Graph()
+    x = g.input("x", (2, 5, 24))
+    m = g.mean(x, axes=[-1], keepdims=True)
+    d = g.sub(x, m)
+    sq = g.pow(d, np.float32(2.0)) if power else g.mul(d, d)
+    v = g.mean(sq, axes=list(axes2), keepdims=True)
+    eps = g.input("eps", ()) if eps_input else g.constant(np.float32(1e-5))
+    y = g.div(d, g.sqrt(g.add(v, eps)))
+    if scale:
+        y = g.mul(y, g.constant(rng.uniform(0.5, 1.5, 24).astype(np.float32)))
+    if bias:
+        y = g.add(y, g.constant(rng.standard_normal(24).astype(np.float32)))
+    g.output("y", y)
+    feeds = {"x": rng.standard_normal((2, 5, 24)).astype(np.float32) * 3 + 1}
+    if eps_input:
+        feeds["eps"] = np.array(1e-5, np.float32)
+    return g, feeds
+
+
+def gelu_graph(rng, tanh=False, half=0.5, cube_by_mul=False):
+    g = dl.Graph()
+    x = g.input("x", (3, 40))
+    if tanh:
+        cube = g.mul(x, g.mul(x, x)) if cube_by_mul else g.pow(x, np.float32(3.0))
+        inner = g.mul(g.add(x, g.mul(cube, np.float32(0.044715))), np.float32(math.sqrt(2 / math.pi)))
+        bracket = g.add(g.tanh(inner), np.float32(1.0))
+    else:
+        bracket = g.add(np.float32(1.0), g.erf(g.div(x, np.float32(math.sqrt(2)))))
+    g.output("y", g.mul(g.mul(x, np.float32(half)), bracket))
+    return g, {"x": rng.standard_normal((3, 40)).astype(np.float32) * 2}
+
+
+def softmax_graph(rng, shift=True, sum_axis=-1):
+    g = dl.Graph()
+    x = g.input("x", (4, 6, 10))
+    s = g.sub(x, g.reduce_max(x, axes=[-1], keepdims=True)) if shift else x
+    e = g.exp(s)
+    g.output("y", g.div(e, g.sum(e, axes=[sum_axis], keepdims=True)))
+    return g, {"x": rng.standard_normal((4, 6, 10)).astype(np.float32) * 3}
+
+
+def group_norm_graph(rng, unit=1.0):
+    g = dl.Graph()
+    x = g.input("x", (2, 6, 4, 5))
+    r = g.reshape(x, shape=[2, 3, -1])
+    r = g.group_normalization(r, g.constant(np.full(3, unit, np.float32)), g.constant(np.zeros(3, np.float32)),
+                              num_groups=3, epsilon=1e-4)
+    y = g.reshape(r, shape=[2, 6, 4, 5])
+    y = g.mul(y, g.constant(rng.uniform(0.5, 1.5, (6, 1, 1)).astype(np.float32)))
+    g.output("y", g.add(y, g.constant(rng.standard_normal((1, 6, 1, 1)).astype(np.float32))))
+    return g, {"x": rng.standard_normal((2, 6, 4, 5)).astype(np.float32) * 2 + 0.5}
+
+
+RECOGNISED = [
+    ("group_norm", lambda rng: group_norm_graph(rng), ["group_normalization"]),
+    ("layer_norm", lambda rng: layer_norm_graph(rng), ["layer_normalization"]),
+    ("layer_norm_mul_square", lambda rng: layer_norm_graph(rng, power=False), ["layer_normalization"]),
+    ("layer_norm_no_bias", lambda rng: layer_norm_graph(rng, bias=False), ["layer_normalization"]),
+    ("layer_norm_bare", lambda rng: layer_norm_graph(rng, scale=False, bias=False), ["layer_normalization"]),
+    ("gelu_erf", lambda rng: gelu_graph(rng), ["gelu"]),
+    ("gelu_tanh", lambda rng: gelu_graph(rng, tanh=True), ["gelu_tanh"]),
+    ("gelu_tanh_cube_by_mul", lambda rng: gelu_graph(rng, tanh=True, cube_by_mul=True), ["gelu_tanh"]),
+    ("softmax", lambda rng: softmax_graph(rng), ["softmax"]),
+    ("softmax_unshifted", lambda rng: softmax_graph(rng, shift=False), ["softmax"]),
+]
+
+REFUSED = [  # one attribute or constant differs: the nodes stay (pointwise ones fused as a chain)
+    ("layer_norm_other_axis", lambda rng: layer_norm_graph(rng, axes2=(-2,)), "layer_normalization", "mean"),
+    ("layer_norm_eps_not_constant", lambda rng: layer_norm_graph(rng, eps_input=True), "layer_normalization",
+     "mean"),
+    ("gelu_not_half", lambda rng: gelu_graph(rng, half=0.6), "gelu", "fused_elementwise"),
+    ("softmax_other_axis", lambda rng: softmax_graph(rng, sum_axis=-2), "softmax", "reduce_max"),
+    ("group_norm_scaled_instances", lambda rng: group_norm_graph(rng, unit=2.0), None, "reshape"),
+]
+
+
+@pytest.mark.parametrize("name,build,ops", RECOGNISED, ids=[r[0] for r in RECOGNISED])
+def test_pattern_is_recognised(device, name, build, ops):
+    rng = np.random.default_rng(sum(map(ord, name)))
+    g, feeds = build(rng)
+    plan, plain = g.compile([device]), g.compile([device], fuse=False)
+    try:
+        assert [n.op for n in plan.graph.needed()] == ops
+        assert plan.kernel_counts()["before"] == plain.kernel_counts()["after"] > plan.kernel_counts()["after"]
+        assert f"fused {ops[0]} of {len(g.nodes)} nodes" in plan.placement_report()
+        got, want = poisoned_run(plan, feeds)["y"], reference64(g, feeds)["y"]
+        close(got, want, 2e-4)
+        close(got, poisoned_run(plain, feeds)["y"].astype(np.float64), 2e-4)
+    finally:
+        plan.release()
+        plain.release()
+
+
+@pytest.mark.parametrize("name,build,op,kept", REFUSED, ids=[r[0] for r in REFUSED])
+def test_pattern_is_not_recognised_when_it_differs(device, name, build, op, kept):
+    rng = np.random.default_rng(sum(map(ord, name)))
+    g, feeds = build(rng)
+    plan = g.compile([device])
+    try:
+        ops = [n.op for n in plan.graph.needed()]
+        assert (op is None or op not in ops) and kept in ops
+        close(poisoned_run(plan, feeds)["y"], reference64(g, feeds)["y"], 2e-4)
+    finally:
+        plan.release()
+
+
+def test_fuse_false_and_bad_values(device):
+    g, _ = gelu_graph(np.random.default_rng(0))
+    plan = g.compile([device], fuse=False)
+    try:
+        assert plan.fusion is None and plan.graph is g
+        assert "nothing fused" in plan.placement_report()
+    finally:
+        plan.release()
+    with pytest.raises(dl.InvalidArgument, match="fuse"):
+        g.compile([device], fuse="yes")
+
+
+def test_a_changed_graph_is_refused_after_fusion(device):
+    g, feeds = gelu_graph(np.random.default_rng(1))
+    plan = g.compile([device])
+    try:
+        g.relu(g.inputs[0])
+        with pytest.raises(dl.GraphError, match="changed"):
+            plan(**feeds)
+    finally:
+        plan.release()
