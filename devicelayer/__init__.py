@@ -29,7 +29,7 @@ from .device import Device, Program  # noqa: E402
 from .dlpack import DLDeviceType  # noqa: E402
 from .errors import (  # noqa: E402
     BackendUnavailable, CompileError, CopyWarning, DeviceLayerError, DeviceNotFound, DLPackError, EventError,
-    EventTimeout, GraphError, InvalidArgument, LaunchError, OutOfMemory, UnsupportedOp)
+    EventTimeout, GraphError, InvalidArgument, LaunchError, NodeError, OutOfMemory, UnsupportedOp)
 from .events import CompletedEvent, Event, UserEvent, when_all  # noqa: E402
 from .info import DeviceInfo  # noqa: E402
 from .memory import Buffer, MemoryPool  # noqa: E402
@@ -56,7 +56,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Arg", "Backend", "BackendUnavailable", "Buffer", "CompileError", "CompletedEvent", "Device",
     "DeviceInfo", "DeviceLayerError", "DeviceNotFound", "Event", "EventError", "EventTimeout",
-    "GraphError", "InvalidArgument", "LaunchError", "MemoryPool", "OutOfMemory", "Program",
+    "GraphError", "InvalidArgument", "LaunchError", "MemoryPool", "NodeError", "OutOfMemory", "Program",
     "Unavailable", "UnsupportedOp", "UserEvent", "device", "devices", "parse_signature", "reset",
     "transfer", "unavailable", "when_all", "Graph", "ExecutionPlan", "ops", "Tensor", "tensor", "empty",
     "from_dlpack", "DLDeviceType", "DLPackError", "CopyWarning",

@@ -41,23 +41,27 @@ def info_document(backends: Sequence[str] | None = None, measured: bool = False)
 
     docs = []
     for dev in devices(backends):
-        i = dev.info
-        docs.append({
-            "id": i.id, "backend": i.backend, "index": i.index, "name": i.name, "vendor": i.vendor,
-            "device_type": i.device_type, "driver_version": i.driver_version, "api_version": i.api_version,
-            "kernel_language": i.kernel_language, "memory_total": i.memory_total,
-            "memory_free": dev.pool.free_bytes, "max_allocation": i.max_allocation,
-            "compute_units": i.compute_units, "max_work_group_size": i.max_work_group_size,
-            "max_work_item_sizes": list(i.max_work_item_sizes), "subgroup_size": i.subgroup_size,
-            "local_memory": i.local_memory, "dtypes": i.as_dict()["dtypes"], "unified_memory": i.unified_memory,
-            "view_alignment": i.view_alignment, "peer_access": list(i.peer_access), "timestamps": i.timestamps,
-            "max_work_groups": list(i.max_work_groups), "max_global_items": i.max_global_items,
-            "extras": dict(i.extras),
-        })
+        docs.append(device_document(dev.info, dev.pool.free_bytes))
         if measured:
             docs[-1]["measured"] = cached(dev)
     return {"schema": INFO_SCHEMA, "version": __version__, "devices": docs,
             "unavailable": [{"backend": u.backend, "reason": u.reason} for u in unavailable()]}
+
+
+def device_document(i: Any, memory_free: int) -> dict[str, Any]:
+    """One device's entry of the ``info --json`` document, from its DeviceInfo and free bytes."""
+    return {
+        "id": i.id, "backend": i.backend, "index": i.index, "name": i.name, "vendor": i.vendor,
+        "device_type": i.device_type, "driver_version": i.driver_version, "api_version": i.api_version,
+        "kernel_language": i.kernel_language, "memory_total": i.memory_total,
+        "memory_free": memory_free, "max_allocation": i.max_allocation,
+        "compute_units": i.compute_units, "max_work_group_size": i.max_work_group_size,
+        "max_work_item_sizes": list(i.max_work_item_sizes), "subgroup_size": i.subgroup_size,
+        "local_memory": i.local_memory, "dtypes": i.as_dict()["dtypes"], "unified_memory": i.unified_memory,
+        "view_alignment": i.view_alignment, "peer_access": list(i.peer_access), "timestamps": i.timestamps,
+        "max_work_groups": list(i.max_work_groups), "max_global_items": i.max_global_items,
+        "extras": dict(i.extras),
+    }
 
 
 _ROWS = [
@@ -81,14 +85,14 @@ _MEASURED = [("launch + wait", "launch_wait_us", "us"), ("upload", "upload_GBps"
              ("f32 GEMM", "gemm_f32_TFLOPs", "TFLOP/s")]
 
 
-def _print_table(doc: dict[str, Any]) -> None:
+def _print_table(doc: dict[str, Any], title: str | None = None) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     console = Console()
     if doc["devices"]:
-        table = Table(title=f"devicelayer {doc['version']}: devices", show_lines=False)
+        table = Table(title=title or f"devicelayer {doc['version']}: devices", show_lines=False)
         table.add_column("field", style="bold")
         for d in doc["devices"]:
             table.add_column(d["id"], overflow="fold", max_width=48)
@@ -143,6 +147,9 @@ def _main(argv: Sequence[str] | None) -> int:
     info.add_argument("--json", action="store_true", help=f"print JSON (schema {INFO_SCHEMA})")
     info.add_argument("--backend", action="append", help="only this backend (repeatable)")
     info.add_argument("--measured", action="store_true", help="add the figures devicelayer bench measured")
+    info.add_argument("--cluster", nargs="?", const="", default=None, metavar="ADDRESS",
+                      help="every node's devices of the Ray cluster at ADDRESS (default: the one Ray finds, else a "
+                           "local one); needs devicelayer[cluster]")
     bench = sub.add_parser("bench", help="measure launch latency, bandwidth and GEMM rate per device (cached)")
     bench.add_argument("--device", action="append", help="device id (repeatable; default: every device)")
     bench.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -162,6 +169,14 @@ def _main(argv: Sequence[str] | None) -> int:
         return cli_generate.main(args)
     if args.command == "bench":
         return _bench(args)
+    if args.command == "info" and args.cluster is not None:
+        from .cli_cluster import info
+
+        if args.backend or args.measured:
+            print("devicelayer info: --cluster lists every device of every node; --backend and --measured are for "
+                  "this machine's devices", file=sys.stderr)
+            return 2
+        return info(args.cluster or None, args.json)
     if args.command == "info":
         try:
             doc = info_document(args.backend, args.measured)

@@ -47,6 +47,19 @@ class GraphError(DeviceLayerError):
     """A graph is malformed or could not be planned or run."""
 
 
+class NodeError(GraphError):
+    """A node of a cluster (a machine and the actor owning its devices) died, failed or did not answer in time
+    while running part of a plan; ``node`` names it and ``op`` the graph node its part starts at."""
+
+    def __init__(self, message: str, node: str = "", op: str = "") -> None:
+        super().__init__(message)
+        self.node = node
+        self.op = op
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (str(self), self.node, self.op))
+
+
 class UnsupportedOp(DeviceLayerError):
     """An op (or an op with these dtypes) is not supported where it was asked to run."""
 

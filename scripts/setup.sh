@@ -24,7 +24,7 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv with $($python --version)"
   $python -m venv .venv
 fi
-extras="opencl,vulkan,onnx,dev"
+extras="opencl,vulkan,onnx,cluster,dev"  # cluster: Ray, for devicelayer.cluster and its tests
 if [ "$(uname -m)" = "x86_64" ]; then extras="$extras,onednn"; fi  # the host's convolutions through oneDNN
 if command -v nvidia-smi >/dev/null 2>&1; then extras="$extras,cuda"; fi
 echo "setup: installing devicelayer[$extras] into .venv"

@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp}
+# the cluster tests start several Ray nodes on this machine: every Ray process on 127.0.0.1, no usage report
+export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=${RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER:-0} RAY_USAGE_STATS_ENABLED=0
 required=host,opencl,vulkan
 if [ "$(uname -m)" = "x86_64" ]; then required="$required,onednn"; fi
 export DEVICELAYER_REQUIRE=${DEVICELAYER_REQUIRE-$required}

@@ -11,6 +11,11 @@ from __future__ import annotations
 import os
 import zlib
 
+# Ray reads this when it is imported: 0 keeps a test cluster's every process on 127.0.0.1 (the cluster tests start
+# several nodes on this machine with ray.cluster_utils.Cluster)
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
 import numpy as np
 import pytest
 

@@ -198,17 +198,23 @@ class Graph:
         return [n for n in self.order() if id(n) in live]
 
     def compile(self, devices: Any = "auto", placement: dict[str, Any] | None = None, strict: bool = False,
-                policy: str = "fill", record: bool = True, constants: Any = None, fuse: bool = True) -> Any:
+                policy: str = "fill", record: bool = True, constants: Any = None, fuse: bool = True,
+                parallel: str = "model", timeout: float | None = None) -> Any:
         """Prepare an ExecutionPlan: placement (explicit ``placement`` wins), transfers, memory, kernels.
 
-        ``devices`` is "auto" (every device, in preference order) or a list of ids/devices.
+        ``devices`` is "auto" (every device, in preference order) or a list of ids/devices; ids of cluster
+        nodes (``"<node>/<local id>"``, after ``devicelayer.cluster.connect()``) make a plan over the cluster.
         ``record`` replays each same-device run of nodes as one recorded submission (CUDA graph,
         one command buffer); ``record=False`` submits node by node.  ``constants`` (a
         ``graph.constants.ConstantStore``) shares the device copies of constants with other plans.  ``fuse``
         replaces decomposed LayerNorm/Softmax/GELU by their ops and chains of pointwise ops on one device by one
         kernel each (``graph/fuse.py``); ``fuse=False`` runs the graph node by node as written.
+        Over a cluster only: ``parallel="model"`` splits the graph over the nodes (stages that overlap
+        when several requests are in flight), ``"data"`` runs the whole graph on every node on a part of
+        the batch; ``timeout`` bounds each run (seconds).
         """
-        from ..registry import device as find, devices as every
+        from ..registry import devices as every
+        from . import remote
         from .plan import ExecutionPlan
 
         if placement is not None and not isinstance(placement, Mapping):
@@ -216,17 +222,57 @@ class Graph:
                                   f"got {type(placement).__name__}")
         if not isinstance(strict, bool):
             raise InvalidArgument(f"compile: strict must be True or False, got {strict!r}")
+        if parallel not in ("model", "data"):
+            raise InvalidArgument(f"compile: parallel must be 'model' or 'data', got {parallel!r}")
         if isinstance(devices, str) and devices == "auto":
             chosen = every()
         elif isinstance(devices, (list, tuple)):
-            chosen = [find(d) for d in devices]
+            chosen = [remote.resolve(d) for d in devices]
         else:
-            chosen = [find(devices)]
+            chosen = [remote.resolve(devices)]
         if not chosen:
             raise GraphError("compile: no devices")
         if not isinstance(fuse, bool):
             raise InvalidArgument(f"compile: fuse must be True or False, got {fuse!r}")
+        if any(remote.is_remote(d) for d in chosen):
+            return remote.provider().compile(self, chosen, placement, strict, policy, record, constants, fuse,
+                                             parallel, timeout)
+        if parallel != "model":
+            raise InvalidArgument("compile: parallel='data' splits a batch over cluster nodes; give devices of "
+                                  "nodes (\"<node>/<local id>\", devicelayer.cluster.devices())")
+        if timeout is not None:
+            raise InvalidArgument("compile: timeout bounds the runs of a plan over a cluster; a plan of this "
+                                  "machine's devices takes none")
         return ExecutionPlan(self, chosen, placement, strict, policy, record, constants, fuse)
+
+    def subgraph(self, nodes: Sequence[Node], exports: Sequence[Value], name: str | None = None) -> "Graph":
+        """A graph of ``nodes`` (in order, names kept): a value they read that none of them makes becomes an
+        input of its name (a constant stays a constant), and each of ``exports`` an output of its name."""
+        sub = Graph(name or self.name)
+        made: dict[int, Value] = {}
+        inside = {id(v) for n in nodes for v in n.outputs}
+        for n in nodes:
+            for v in n.inputs:
+                if id(v) in made or id(v) in inside:
+                    continue
+                if v.constant is not None:
+                    made[id(v)] = sub._add_value(Value(v.name, v.type, constant=v.constant))
+                else:
+                    made[id(v)] = sub._add_value(Value(v.name, v.type))
+                    sub.inputs.append(made[id(v)])
+            outs = [sub._add_value(Value(v.name, v.type)) for v in n.outputs]
+            copy = Node(n.name, n.op, [made[id(v)] for v in n.inputs], outs, dict(n.attrs))
+            for old, new in zip(n.outputs, outs):
+                new.producer = copy
+                made[id(old)] = new
+            sub.nodes.append(copy)
+            sub._node_names.add(n.name)
+        for v in exports:
+            if id(v) not in made:
+                raise GraphError(f"subgraph: {v.name!r} is neither made nor read by the nodes given")
+            sub.outputs[v.name] = made[id(v)]
+        sub.version += 1
+        return sub
 
     def __repr__(self) -> str:
         return f"<Graph {self.name}: {len(self.nodes)} nodes, {len(self.inputs)} inputs, {len(self.outputs)} outputs>"

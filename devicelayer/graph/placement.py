@@ -42,6 +42,35 @@ def _bytes(t: TensorType) -> int:
     return t.size * t.dtype.itemsize
 
 
+def estimated_work(node: Node, types: Mapping[int, TensorType]) -> float:
+    """A rough count of a node's arithmetic: every element it reads and writes, plus, for each weight (a constant
+    of rank 2 or more), the output elements times the weights one of them reads (a convolution's or a matrix
+    product's multiply-adds)."""
+    out = sum(types[id(v)].size for v in node.outputs)
+    work = float(out + sum(types[id(v)].size for v in node.inputs))
+    for v in node.inputs:
+        if v.constant is None or v.constant.ndim < 2:
+            continue
+        shape = v.constant.shape
+        outs = [d for w in node.outputs for d in types[id(w)].shape]
+        per_channel = shape[0] if shape[0] in outs else shape[-1] if shape[-1] in outs else shape[0]
+        work += out * v.constant.size / max(1, per_channel)
+    return work
+
+
+def pipeline_stages(nodes: Sequence[Node], types: Mapping[int, TensorType], count: int) -> dict[int, int]:
+    """Node id -> stage (0 to ``count`` - 1): consecutive runs of ``nodes`` (in execution order) with about the
+    same estimated work each."""
+    work = [estimated_work(n, types) for n in nodes]
+    total = sum(work) or 1.0
+    stages: dict[int, int] = {}
+    done = 0.0
+    for n, w in zip(nodes, work):
+        stages[id(n)] = min(count - 1, int((done + w / 2) / total * count))
+        done += w
+    return stages
+
+
 def place(graph: Graph, nodes: Sequence[Node], types: Mapping[int, TensorType], devices: Sequence[Device],
           explicit: Mapping[str, str | Device] | None = None, strict: bool = False,
           policy: str = "fill") -> Placement:
@@ -50,16 +79,21 @@ def place(graph: Graph, nodes: Sequence[Node], types: Mapping[int, TensorType], 
     ``explicit`` maps a node name or an op type to a device id; it wins.
     ``policy="fill"`` fills the first capable device until its memory is spent,
     then the next (vkml's greedy pass), keeping a chain where its input is;
-    ``"spread"`` sends independent branches to different devices.
-    ``strict=True`` refuses any node that cannot run where it was asked, or on
-    the first device, instead of falling back.
+    ``"spread"`` sends independent branches to different devices;
+    ``"pipeline"`` cuts the execution order into one run of consecutive nodes per
+    device, in order, with about the same estimated work each (stages that can
+    overlap when several runs are in flight).
+    ``strict=True`` refuses any node that cannot run where it was asked (or, with
+    ``"pipeline"``, on its stage's device), or on the first device, instead of
+    falling back.  ``devices`` may include devices of cluster nodes (``graph.remote``):
+    placement asks each only for its ``id``, ``info`` and ``pool.free_bytes``.
     """
-    from ..registry import device as find
+    from .remote import resolve as find
 
     if not devices:
         raise GraphError("compile: no devices to place the graph on")
-    if policy not in ("fill", "spread"):
-        raise GraphError(f"compile: placement policy must be 'fill' or 'spread', got {policy!r}")
+    if policy not in ("fill", "spread", "pipeline"):
+        raise GraphError(f"compile: placement policy must be 'fill', 'spread' or 'pipeline', got {policy!r}")
     asked = {}
     for key, dev in (explicit or {}).items():
         try:
@@ -76,6 +110,7 @@ def place(graph: Graph, nodes: Sequence[Node], types: Mapping[int, TensorType], 
     budget = {id(d): int(d.pool.free_bytes * 0.9) for d in devices}
     load = {id(d): 0 for d in devices}
     readers = consumers(nodes)
+    stages = pipeline_stages(nodes, types, len(devices)) if policy == "pipeline" else {}
     result = Placement(list(nodes))
     for node in nodes:
         need = sum(_bytes(types[id(v)]) for v in node.outputs)
@@ -90,6 +125,19 @@ def place(graph: Graph, nodes: Sequence[Node], types: Mapping[int, TensorType], 
             if strict:
                 raise GraphError(f"node {node.name!r} ({node.op}) cannot run on {target.id} as asked: {why}")
             fallback = f"asked for {target.id}, but {why}; "
+        elif stages:
+            stage = devices[stages[id(node)]]
+            why = _why_not(node, types, stage)
+            if why is None and budget[id(stage)] >= need:
+                result.device[id(node)] = stage
+                result.reason[id(node)] = f"pipeline stage {stages[id(node)] + 1} of {len(devices)}"
+                budget[id(stage)] -= need
+                continue
+            why = why or f"{stage.id} has not {need} bytes left"
+            if strict:
+                raise GraphError(f"node {node.name!r} ({node.op}) cannot run on {stage.id}, its pipeline stage's "
+                                 f"device: {why} (strict=True refuses to fall back)")
+            fallback = f"pipeline stage {stages[id(node)] + 1} is {stage.id}, but {why}; "
         else:
             fallback = ""
         refusals = []
@@ -102,7 +150,7 @@ def place(graph: Graph, nodes: Sequence[Node], types: Mapping[int, TensorType], 
                 refusals.append(why)
         if not capable:
             raise GraphError(f"node {node.name!r} ({node.op}) runs on none of the devices: {'; '.join(refusals)}")
-        if strict and target is None and capable[0] is not devices[0]:
+        if strict and target is None and not stages and capable[0] is not devices[0]:
             raise GraphError(f"node {node.name!r} ({node.op}) cannot run on {devices[0].id}: {refusals[0]} "
                              f"(strict=True refuses to fall back)")
         homes = [result.device[id(v.producer)] for v in node.inputs if v.producer is not None]

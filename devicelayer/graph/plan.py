@@ -383,34 +383,7 @@ class ExecutionPlan:
                 t.device.pool.free(t.buffer)
 
     def _feeds(self, inputs: Mapping[str, Any]) -> tuple[dict[int, Any], dict[str, TensorType]]:
-        if not isinstance(inputs, Mapping):
-            raise InvalidArgument(f"inputs must be a mapping of input name to array or Tensor, "
-                                  f"got {type(inputs).__name__}")
-        expected = {v.name: v for v in self.graph.inputs}
-        unknown = sorted(set(inputs) - set(expected))
-        if unknown:
-            raise InvalidArgument(f"unknown input(s) {unknown}; the graph takes {sorted(expected)}")
-        missing = sorted(set(expected) - set(inputs))
-        if missing:
-            raise InvalidArgument(f"missing input(s) {missing}")
-        feeds, types = {}, {}
-        for name, v in expected.items():
-            x = inputs[name]
-            if isinstance(x, Tensor):
-                x.buffer.check_alive(f"input {name!r}")
-                t = TensorType(x.shape, x.dtype)
-            else:
-                x = to_dtype(x, v.dtype, f"input {name!r}")
-                if not x.flags.c_contiguous:
-                    x = x.copy(order="C")
-                t = TensorType(x.shape, x.dtype)
-            if t.dtype != v.dtype:
-                raise InvalidArgument(f"input {name!r} must be {v.dtype}, got {t.dtype}")
-            if len(t.shape) != len(v.shape):
-                raise InvalidArgument(f"input {name!r} must have rank {len(v.shape)}, got shape {t.shape}")
-            feeds[id(v)] = x
-            types[name] = t
-        return feeds, types
+        return check_feeds(self.graph, inputs)
 
     def _run(self, inputs: Mapping[str, Any], profile: bool) -> dict[str, Tensor]:
         feeds, in_types = self._feeds(inputs)
@@ -599,6 +572,39 @@ class ExecutionPlan:
     def release(self) -> None:
         """Free the arenas and constants of every prepared shape."""
         _release_prepared(self._cache)
+
+
+def check_feeds(graph: Graph, inputs: Mapping[str, Any]) -> tuple[dict[int, Any], dict[str, TensorType]]:
+    """The feeds of a run of ``graph`` by value id (host data converted to each input's dtype) and their types
+    by name; InvalidArgument naming the input for an unknown, missing or mistyped one."""
+    if not isinstance(inputs, Mapping):
+        raise InvalidArgument(f"inputs must be a mapping of input name to array or Tensor, "
+                              f"got {type(inputs).__name__}")
+    expected = {v.name: v for v in graph.inputs}
+    unknown = sorted(set(inputs) - set(expected))
+    if unknown:
+        raise InvalidArgument(f"unknown input(s) {unknown}; the graph takes {sorted(expected)}")
+    missing = sorted(set(expected) - set(inputs))
+    if missing:
+        raise InvalidArgument(f"missing input(s) {missing}")
+    feeds, types = {}, {}
+    for name, v in expected.items():
+        x = inputs[name]
+        if isinstance(x, Tensor):
+            x.buffer.check_alive(f"input {name!r}")
+            t = TensorType(x.shape, x.dtype)
+        else:
+            x = to_dtype(x, v.dtype, f"input {name!r}")
+            if not x.flags.c_contiguous:
+                x = x.copy(order="C")
+            t = TensorType(x.shape, x.dtype)
+        if t.dtype != v.dtype:
+            raise InvalidArgument(f"input {name!r} must be {v.dtype}, got {t.dtype}")
+        if len(t.shape) != len(v.shape):
+            raise InvalidArgument(f"input {name!r} must have rank {len(v.shape)}, got shape {t.shape}")
+        feeds[id(v)] = x
+        types[name] = t
+    return feeds, types
 
 
 def _bad_value(error: BaseException | None) -> InvalidArgument | None:
