@@ -170,3 +170,21 @@ def test_pools_over_random_geometries(host, rng):
         _check([got], [want])
         checked += 1
     assert checked > 300
+
+
+@pytest.mark.timeout(60)
+def test_a_parallel_call_inside_a_piece_runs_in_place():
+    """A piece of a parallel call that calls parallel itself (a fused chain's block running a member op) must not
+    queue behind the outer pieces on the same helpers: it would wait for threads that wait for it."""
+    from devicelayer.kernels.op import HOST_THREADS, PARALLEL_MIN_BYTES, parallel
+
+    n = 4 * max(2, HOST_THREADS)
+    seen = np.zeros((n, n), np.int64)
+
+    def outer(a, b):
+        for i in range(a, b):
+            def inner(c, d, i=i):
+                seen[i, c:d] += 1
+            parallel(inner, n, n * PARALLEL_MIN_BYTES)
+    parallel(outer, n, n * PARALLEL_MIN_BYTES)
+    assert (seen == 1).all()

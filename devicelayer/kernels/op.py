@@ -270,12 +270,26 @@ def splits(n: int, nbytes: int) -> bool:
     return min(HOST_THREADS, n, nbytes // PARALLEL_MIN_BYTES) > 1
 
 
+#: set in a thread while it runs a piece of a ``parallel`` call: a ``parallel`` call inside one runs in place (its
+#: pieces queued behind the outer ones on the same helpers would wait for threads that wait for them)
+_in_piece = threading.local()
+
+
+def _piece(fn: Callable[[int, int], Any], a: int, b: int) -> Any:
+    _in_piece.active = True
+    try:
+        return fn(a, b)
+    finally:
+        _in_piece.active = False
+
+
 def parallel(fn: Callable[[int, int], Any], n: int, nbytes: int) -> None:
     """Call ``fn(start, stop)`` over contiguous pieces covering ``range(n)``, the pieces at once on helper
-    threads when the work (``nbytes`` touched in all) is large enough to gain (NumPy releases the GIL)."""
+    threads when the work (``nbytes`` touched in all) is large enough to gain (NumPy releases the GIL); called
+    from inside a piece, it runs in place."""
     global _helpers
     parts = min(HOST_THREADS, n, nbytes // PARALLEL_MIN_BYTES)
-    if parts <= 1:
+    if parts <= 1 or getattr(_in_piece, "active", False):
         fn(0, n)
         return
     if _helpers is None:
@@ -283,9 +297,9 @@ def parallel(fn: Callable[[int, int], Any], n: int, nbytes: int) -> None:
             if _helpers is None:
                 _helpers = DaemonPool(HOST_THREADS - 1, "devicelayer-host-helper", initializer=cpus.use_every_cpu)
     bounds = [n * i // parts for i in range(parts + 1)]
-    futures = [_helpers.submit(fn, a, b) for a, b in zip(bounds[1:-1], bounds[2:])]
+    futures = [_helpers.submit(_piece, fn, a, b) for a, b in zip(bounds[1:-1], bounds[2:])]
     try:
-        fn(bounds[0], bounds[1])
+        _piece(fn, bounds[0], bounds[1])
     finally:
         for f in futures:
             f.result()
