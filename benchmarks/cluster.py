@@ -89,13 +89,11 @@ def paired_seconds(first: Callable[[], Any], second: Callable[[], Any], repeat: 
 
 
 def median_seconds(fn: Callable[[], Any], repeat: int) -> float:
+    """Median seconds of ``repeat`` calls of ``fn`` after one unmeasured call."""
+    from devicelayer.measure import median_time
+
     fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return median_time(fn, repeat)
 
 
 # -- 1. a cross-node transfer against Ray alone --------------------------------------------------------------

@@ -49,7 +49,8 @@ def _store(device: Device, figures: dict[str, Any]) -> None:
         write(path, json.dumps(data, indent=1).encode())
 
 
-def _median_time(fn: Callable[[], Any], repeat: int) -> float:
+def median_time(fn: Callable[[], Any], repeat: int) -> float:
+    """Median seconds of ``repeat`` calls of ``fn``."""
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -74,7 +75,7 @@ def measure(device: Device, quick: bool = False, progress: Callable[[str], None]
     x = tensor(np.ones(256, np.float32), device)
     ops.relu(x).numpy()
     repeat = 30 if quick else 200
-    figures["launch_wait_us"] = _median_time(lambda: ops.run("relu", [x], out=[x])[0].ready.wait(), repeat) * 1e6
+    figures["launch_wait_us"] = median_time(lambda: ops.run("relu", [x], out=[x])[0].ready.wait(), repeat) * 1e6
     nbytes = (8 if quick else 64) << 20
     nbytes = min(nbytes, device.info.max_allocation // 2)
     host = np.random.default_rng(0).integers(0, 255, nbytes, dtype=np.uint8)
@@ -83,12 +84,12 @@ def measure(device: Device, quick: bool = False, progress: Callable[[str], None]
     reps = 3 if quick else 7
     step("upload")
     pool.upload(a, host).wait()
-    figures["upload_GBps"] = nbytes / _median_time(lambda: pool.upload(a, host).wait(), reps) / 1e9
+    figures["upload_GBps"] = nbytes / median_time(lambda: pool.upload(a, host).wait(), reps) / 1e9
     step("download")
-    figures["download_GBps"] = nbytes / _median_time(lambda: pool.download(a, back).wait(), reps) / 1e9
+    figures["download_GBps"] = nbytes / median_time(lambda: pool.download(a, back).wait(), reps) / 1e9
     step("device copy")
     pool.copy(b, a).wait()
-    figures["copy_GBps"] = 2 * nbytes / _median_time(lambda: pool.copy(b, a).wait(), reps) / 1e9
+    figures["copy_GBps"] = 2 * nbytes / median_time(lambda: pool.copy(b, a).wait(), reps) / 1e9
     pool.free(a)
     pool.free(b)
     step("gemm")
@@ -98,7 +99,7 @@ def measure(device: Device, quick: bool = False, progress: Callable[[str], None]
     mb = tensor(rng.standard_normal((n, n)).astype(np.float32), device)
     out = ops.matmul(ma, mb)
     out.ready.wait()
-    t = _median_time(lambda: ops.run("matmul", [ma, mb], out=[out])[0].ready.wait(), 3)
+    t = median_time(lambda: ops.run("matmul", [ma, mb], out=[out])[0].ready.wait(), 3)
     figures["gemm_f32_TFLOPs"] = 2 * n**3 / t / 1e12
     figures["gemm_n"] = n
     for tns in (x, ma, mb, out):

@@ -65,7 +65,7 @@ class OnednnEltwise(HostVendor):
         if found is None:
             build = lambda: EltwiseLayer(x.size, self.alg, alpha, beta)  # noqa: E731
             try:
-                found = {"layer": host_omp.alone(host_dnnl.library(), build)() if _small(x.size) else build()}
+                found = {"layer": host_omp.alone(host_dnnl.library(), build)() if is_small(x.size) else build()}
             except host_dnnl.DnnlError as exc:
                 found = {"layer": None, "why": str(exc)}
             layers[key] = found
@@ -91,13 +91,19 @@ class OnednnEltwise(HostVendor):
             def apart() -> None:  # (computed apart: an eager out= over part of its input, or NumPy's dtypes)
                 ys[...] = op.reference([xs], attrs)[0]
             return apart
-        px, py = x.ctypes.data, y.ctypes.data
-        call = lambda keep=(x, y): layer.run(px, py)  # noqa: E731
-        small = _small(ins[0].size)
-        return team_call(host_omp.alone(host_dnnl.library(), call) if small else call, not small)
+        return layer_call(layer, x, y, ins[0].size)
 
 
-def _small(n: int) -> bool:
+def is_small(n: int) -> bool:
     """Whether ``n`` float32 elements in and out run on the calling thread alone (``dnnl_op.SMALL_BYTES``)."""
     return n * 8 < SMALL_BYTES
+
+
+def layer_call(layer: Any, x: np.ndarray, y: np.ndarray, elements: int) -> Callable[[], None]:
+    """The call running a one-input oneDNN ``layer`` from ``x`` into ``y`` (``elements`` float32 in and out):
+    on the calling thread alone when small (``dnnl_op.SMALL_BYTES``), else on the OpenMP team."""
+    px, py = x.ctypes.data, y.ctypes.data
+    call = lambda keep=(x, y): layer.run(px, py)  # noqa: E731
+    small = is_small(elements)
+    return team_call(host_omp.alone(host_dnnl.library(), call) if small else call, not small)
 

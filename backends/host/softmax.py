@@ -11,11 +11,10 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
-from . import dnnl as host_dnnl, omp as host_omp
 from .backend import HostVendor
 from .dnnl_layers import SoftmaxLayer
-from .dnnl_op import SMALL_BYTES
-from .stretch import team_call
+from . import dnnl as host_dnnl, omp as host_omp
+from .eltwise import is_small, layer_call
 
 #: tensors with fewer elements run NumPy
 MIN_ELEMENTS = 1024
@@ -41,7 +40,7 @@ class OnednnSoftmax(HostVendor):
         if found is None:
             build = lambda: SoftmaxLayer(view, self.name == "log_softmax")  # noqa: E731
             try:
-                layer = host_omp.alone(host_dnnl.library(), build)() if _small(x.size) else build()
+                layer = host_omp.alone(host_dnnl.library(), build)() if is_small(x.size) else build()
                 found = {"layer": layer}
             except host_dnnl.DnnlError as exc:
                 found = {"layer": None, "why": str(exc)}
@@ -67,11 +66,4 @@ class OnednnSoftmax(HostVendor):
             def apart() -> None:
                 ys[...] = op.reference([xs], attrs)[0]
             return apart
-        px, py = x.ctypes.data, y.ctypes.data
-        call = lambda keep=(x, y): layer.run(px, py)  # noqa: E731
-        small = _small(ins[0].size)
-        return team_call(host_omp.alone(host_dnnl.library(), call) if small else call, not small)
-
-
-def _small(n: int) -> bool:
-    return n * 8 < SMALL_BYTES
+        return layer_call(layer, x, y, ins[0].size)
