@@ -326,3 +326,33 @@ def test_info_cluster_lists_every_nodes_devices(two):
     refused = subprocess.run([sys.executable, "-m", "devicelayer.cli", "info", "--cluster", "--backend", "host"],
                              capture_output=True, text=True, timeout=60, env=env)
     assert refused.returncode == 2 and "--backend" in refused.stderr
+
+
+def _onnx_mlp(rng, batch):
+    """An ONNX model x (batch, 16) -> relu(x @ W1 + b) @ W2, ``batch`` an int or a symbolic name."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    w1, b, w2 = (fresh(rng, s) for s in ((16, 24), (24,), (24, 8)))
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b"], ["hb"]),
+             helper.make_node("Relu", ["hb"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 8])],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b, "b"), numpy_helper.from_array(w2, "w2")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_an_onnx_model_of_fixed_shapes_compiles_over_nodes(two, rng):
+    pytest.importorskip("onnxruntime")
+    import onnxruntime
+
+    from devicelayer.onnx import load
+
+    model = _onnx_mlp(rng, 4)
+    plan = load(model).compile([f"{two.a}/host", f"{two.b}/host"], policy="pipeline")
+    assert {r["device"] for r in plan.placement_table()} == {f"{two.a}/host", f"{two.b}/host"}
+    x = fresh(rng, (4, 16))
+    want = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(plan(x=x)["y"], want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(InvalidArgument, match="symbolic"):
+        load(_onnx_mlp(rng, "n")).compile([f"{two.a}/host"])

@@ -263,11 +263,27 @@ class OnnxModel:
 
     # -- compiling ---------------------------------------------------------------------------------
     def compile(self, devices: Any = "auto", placement: Mapping[str, Any] | None = None, strict: bool = False,
-                policy: str = "fill", record: bool = True, cache_size: int = 16, fuse: bool = True) -> DynamicPlan:
+                policy: str = "fill", record: bool = True, cache_size: int = 16, fuse: bool = True,
+                parallel: str = "model", timeout: float | None = None) -> Any:
         """A plan for every input shape the model allows: specialised on the first run with a new signature of
         input shapes (and cached: at most ``cache_size`` per stage, least recently used out); a model whose input
         shapes are all fixed is specialised now.  ``devices``,
-        ``placement``, ``strict``, ``policy``, ``record`` and ``fuse`` as for ``Graph.compile``."""
+        ``placement``, ``strict``, ``policy``, ``record`` and ``fuse`` as for ``Graph.compile``.
+
+        Devices of cluster nodes (``"<node>/<local id>"``) take a model of fixed input shapes (for symbolic
+        ones: ``model.graph(input_shapes).compile(...)``); ``parallel`` and ``timeout`` as for
+        ``Graph.compile`` there."""
+        from ..graph import remote
+
+        if not isinstance(devices, str) and isinstance(devices, Sequence) and any(
+                remote.is_qualified(d) or remote.is_remote(d) for d in devices):
+            symbolic = [s.name for s in self.inputs if s.kind != "tensor" or s.dims is None
+                        or not all(isinstance(d, int) for d in s.dims)]
+            if symbolic:
+                raise InvalidArgument(f"compile: inputs {symbolic} have symbolic dimensions; a plan over cluster "
+                                      f"nodes takes fixed shapes: model.graph(input_shapes).compile(devices)")
+            return self.graph().compile(devices, None if placement is None else dict(placement), strict, policy,
+                                        record, fuse=fuse, parallel=parallel, timeout=timeout)
         plan = DynamicPlan(self.builder(0, [s.name for s in self.inputs], {}), self.inputs, self.output_names,
                            devices, placement, strict, policy, record, cache_size, self.name, fuse)
         plan.prepare_declared()  # a model of fixed shapes is placed and compiled now, as Graph.compile does
