@@ -66,9 +66,24 @@ def gather(calls: Sequence[Call], refs: Sequence[Any], timeout: float | None, wh
         raise _culprit(calls, None, what, exc) from None
 
 
+def _dead(calls: Sequence[Call]) -> set[str]:
+    """The nodes of ``calls`` that the cluster no longer counts as alive (a surviving node's call may fail first,
+    on an object the dead one held: the dead node is the one to name)."""
+    try:
+        alive = [n["NodeID"] for n in ray().nodes() if n.get("Alive")]
+    except Exception:  # noqa: BLE001 - no answer from the cluster: nothing to add to what the calls say
+        return set()
+    return {c.node for c in calls if not any(i.startswith(c.node) for i in alive)}
+
+
 def _culprit(calls: Sequence[Call], timeout: float | None, what: str,
              error: BaseException | None = None) -> DeviceLayerError:
     r, errors = ray(), exceptions()
+    dead = _dead(calls)
+    for call in calls:
+        if call.node in dead:
+            return NodeError(f"node {call.node} died (or left the cluster) while {what} the part of the plan from "
+                             f"{call.op!r}", node=call.node, op=call.op)
     for call in calls:
         ready, _ = r.wait([call.done], num_returns=1, timeout=0, fetch_local=False)
         if not ready:

@@ -95,7 +95,7 @@ misuses(P, _Built, [
      lambda s, b: b.g.compile([s.device.id], placement={"r": "nope:0"})),
     ("compile-placement-not-a-mapping", "give placement as a list", InvalidArgument, "placement must map",
      lambda s, b: b.g.compile([s.device.id], placement=["r"])),
-    ("compile-bad-policy", "compile with policy 'random'", GraphError, "policy must be 'fill' or 'spread'",
+    ("compile-bad-policy", "compile with policy 'random'", GraphError, "policy must be 'fill', 'spread' or 'pipeline'",
      lambda s, b: b.g.compile([s.device.id], policy="random")),
     ("compile-strict-not-bool", "compile with strict='yes'", InvalidArgument, "strict must be True or False",
      lambda s, b: b.g.compile([s.device.id], strict="yes")),
