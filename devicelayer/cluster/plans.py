@@ -30,6 +30,7 @@ from ..errors import GraphError, InvalidArgument, NodeError
 from ..graph.ir import Graph, Value
 from ..graph.placement import place
 from ..graph.plan import check_feeds, infer_types
+from ..graph.profile import Profiled
 from ..tensors import Tensor
 from . import report
 from .engine import ray
@@ -89,11 +90,12 @@ def _is_ref(x: Any) -> bool:
     return type(x).__name__ == "ObjectRef"
 
 
-class ClusterPlan:
+class ClusterPlan(Profiled):
     """A graph compiled over devices of cluster nodes: ``plan(**feeds)``, ``submit``/``map`` for runs in
     flight, and the reports of a plan (placement with cross-node transfers, memory, trace, Gantt)."""
 
     parallel = ""
+    gantt_title = "devicelayer run on a cluster"
 
     def __init__(self, connection: Any, graph: Graph, devices: Sequence[RemoteDevice], timeout: float | None) -> None:
         self.graph = graph
@@ -194,21 +196,7 @@ class ClusterPlan:
         """Per node-qualified device: arena ``peak``, ``lower_bound`` and ``no_reuse`` (added up over its parts)."""
         return report.merged_memory(self._memory)
 
-    def trace(self, path: Any) -> Any:
-        """Write the last profiled run (``plan(..., profile=True)``) as a Chrome/Perfetto trace."""
-        from ..graph.profile import chrome_trace
 
-        if not self.last_profile:
-            raise GraphError("no profile yet: run the plan with profile=True first")
-        return chrome_trace(self.last_profile, path)
-
-    def gantt(self, path: Any, title: str = "devicelayer run on a cluster") -> Any:
-        """Draw the last profiled run as a Gantt PNG, one row per node and device."""
-        from ..graph.profile import gantt
-
-        if not self.last_profile:
-            raise GraphError("no profile yet: run the plan with profile=True first")
-        return gantt(self.last_profile, path, title)
 
     def release(self) -> None:
         """Free the parts compiled on every node (the plan cannot run afterwards)."""

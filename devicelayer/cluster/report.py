@@ -5,17 +5,13 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from ..graph.placement import placement_lines
+
 
 def placement_text(rows: Sequence[Mapping[str, str]], moves: Sequence[Mapping[str, Any]],
                    last: Mapping[str, Any] | None) -> str:
     """The placement table, device counts, and the transfers between nodes (count, bytes, last run's time)."""
-    width = max([len(r["node"]) for r in rows] + [4])
-    dev_width = max([len(r["device"]) for r in rows] + [6])
-    lines = [f"{'node':<{width}}  {'op':<20} {'device':<{dev_width}} why"]
-    lines += [f"{r['node']:<{width}}  {r['op']:<20} {r['device']:<{dev_width}} {r['why']}" for r in rows]
-    counts: dict[str, int] = {}
-    for r in rows:
-        counts[r["device"]] = counts.get(r["device"], 0) + 1
+    lines, counts = placement_lines(rows, device_width=6)
     nodes = sorted({r["device"].split("/", 1)[0] for r in rows})
     cross = [m for m in moves if m["kind"] == "cross-node"]
     feeds = [m for m in moves if m["kind"] == "input"]

@@ -29,6 +29,7 @@ from ..interrupts import protected
 from ..tensors import Tensor
 from .constants import ConstantStore
 from .ir import Graph
+from .profile import Profiled
 
 
 class PinInputs(Exception):
@@ -171,7 +172,7 @@ def signature(values: Mapping[str, Any], pinned: Mapping[str, np.ndarray]) -> tu
     return tuple(key)
 
 
-class DynamicPlan:
+class DynamicPlan(Profiled):
     """A model compiled for every signature of input shapes it allows: ``plan(x=array)`` returns NumPy outputs,
     ``plan.run`` device Tensors; each signature is specialised once and cached (``cache_size`` per stage,
     least recently used first out)."""
@@ -435,21 +436,7 @@ class DynamicPlan:
             return None
         return [r for p in plans for r in p.last_profile]
 
-    def trace(self, path: Any) -> Any:
-        """Write the last profiled run (``plan(..., profile=True)``) as a Chrome/Perfetto trace JSON."""
-        from .profile import chrome_trace
 
-        if not self.last_profile:
-            raise GraphError("no profile yet: run the plan with profile=True first")
-        return chrome_trace(self.last_profile, path)
-
-    def gantt(self, path: Any, title: str = "devicelayer run") -> Any:
-        """Draw the last profiled run as a Gantt PNG, one row per device."""
-        from .profile import gantt
-
-        if not self.last_profile:
-            raise GraphError("no profile yet: run the plan with profile=True first")
-        return gantt(self.last_profile, path, title)
 
     def release(self) -> None:
         """Free every cached specialisation and the shared constants."""

@@ -177,3 +177,16 @@ def place(graph: Graph, nodes: Sequence[Node], types: Mapping[int, TensorType], 
         budget[id(chosen)] -= need
         load[id(chosen)] += max(need, 1)
     return result
+
+
+def placement_lines(rows: Sequence[Mapping[str, str]], device_width: int = 10) -> tuple[list[str], dict[str, int]]:
+    """The placement table's lines (node, op, device, why; the device column at least ``device_width`` wide) and
+    the count of nodes per device, in the order devices first appear."""
+    width = max([len(r["node"]) for r in rows] + [4])
+    dev_width = max([len(r["device"]) for r in rows] + [device_width])
+    lines = [f"{'node':<{width}}  {'op':<20} {'device':<{dev_width}} why"]
+    lines += [f"{r['node']:<{width}}  {r['op']:<20} {r['device']:<{dev_width}} {r['why']}" for r in rows]
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["device"]] = counts.get(r["device"], 0) + 1
+    return lines, counts

@@ -30,7 +30,8 @@ from .ir import Graph, Node, Value
 from .fuse import Fusion, annotate, fuse_graph, kernel_counts, report_lines
 from .layout import negotiate
 from .memory import ArenaPlan, Slot, nbytes as _nbytes, plan_arena
-from .placement import Placement, place
+from .placement import Placement, place, placement_lines
+from .profile import Profiled
 
 
 @dataclass
@@ -88,7 +89,7 @@ def infer_types(graph: Graph, nodes: Sequence[Node], inputs: Mapping[str, Tensor
 
 
 
-class ExecutionPlan:
+class ExecutionPlan(Profiled):
     """A compiled graph: ``plan(x=array)`` returns a dict of NumPy outputs; ``plan.run`` works on device Tensors."""
 
     def __init__(self, graph: Graph, devices: Sequence[Device], placement: Mapping[str, Any] | None,
@@ -528,12 +529,7 @@ class ExecutionPlan:
     def placement_report(self) -> str:
         """A readable table of the placement, with the count of transfers."""
         rows = self.placement_table()
-        width = max([len(r["node"]) for r in rows] + [4])
-        lines = [f"{'node':<{width}}  {'op':<20} {'device':<10} why"]
-        lines += [f"{r['node']:<{width}}  {r['op']:<20} {r['device']:<10} {r['why']}" for r in rows]
-        counts: dict[str, int] = {}
-        for r in rows:
-            counts[r["device"]] = counts.get(r["device"], 0) + 1
+        lines, counts = placement_lines(rows)
         lines.append(f"{len(rows)} nodes ({', '.join(f'{d}: {c}' for d, c in counts.items())}); "
                      f"{self._prepared.transfers} transfer(s) between devices")
         return "\n".join(lines + report_lines(self._prepared.steps, self.fusion))
@@ -553,21 +549,7 @@ class ExecutionPlan:
         return {by_id[k].id: {"peak": a.peak, "lower_bound": a.lower_bound, "no_reuse": a.no_reuse}
                 for k, a in self._prepared.arena_plans.items()}
 
-    def trace(self, path: Any) -> Any:
-        """Write the last profiled run (``plan(..., profile=True)``) as a Chrome/Perfetto trace JSON."""
-        from .profile import chrome_trace
 
-        if not self.last_profile:
-            raise GraphError("no profile yet: run the plan with profile=True first")
-        return chrome_trace(self.last_profile, path)
-
-    def gantt(self, path: Any, title: str = "devicelayer run") -> Any:
-        """Draw the last profiled run as a Gantt PNG, one row per device."""
-        from .profile import gantt
-
-        if not self.last_profile:
-            raise GraphError("no profile yet: run the plan with profile=True first")
-        return gantt(self.last_profile, path, title)
 
     def release(self) -> None:
         """Free the arenas and constants of every prepared shape."""

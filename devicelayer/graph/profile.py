@@ -59,3 +59,26 @@ def gantt(profile: Sequence[dict[str, Any]], path: str | Path, title: str = "dev
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+class Profiled:
+    """``trace``/``gantt`` of a plan's last profiled run (``self.last_profile``), for every kind of plan."""
+
+    last_profile: list
+    #: the Gantt picture's default title
+    gantt_title = "devicelayer run"
+
+    def trace(self, path: Any) -> Any:
+        """Write the last profiled run (``plan(..., profile=True)``) as a Chrome/Perfetto trace JSON."""
+        return chrome_trace(self._profile(), path)
+
+    def gantt(self, path: Any, title: str | None = None) -> Any:
+        """Draw the last profiled run as a Gantt PNG, one row per device (per node and device on a cluster)."""
+        return gantt(self._profile(), path, self.gantt_title if title is None else title)
+
+    def _profile(self) -> list:
+        from ..errors import GraphError
+
+        if not self.last_profile:
+            raise GraphError("no profile yet: run the plan with profile=True first")
+        return self.last_profile
