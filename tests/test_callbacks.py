@@ -40,18 +40,21 @@ def work_and_wait(device: dl.Device, seed: int) -> list[str]:
 
 
 def events_to_hang_on(device: dl.Device) -> dict[str, tuple[dl.Event, dl.UserEvent | None]]:
-    """Events of every kind a callback can be added to: the device's own, a deferred one, a host task, a
-    user event (each with the user event that completes it, if any)."""
+    """Events of every kind a callback can be added to: a deferred one, a host task, a user event and the
+    device's own (each with the user event that completes it, if any), in the order to register them."""
     buf = device.pool.allocate(64, np.float32)
     gate = dl.UserEvent("gate")
     host_gate = dl.UserEvent("host gate")
     hbuf = dl.device("host").pool.allocate(64, np.float32)
     user = dl.UserEvent("user")
+    native = device.pool.upload(buf, np.ones(16, np.float32))
     found = {
-        "native": (device.pool.upload(buf, np.ones(16, np.float32)), None),
         "deferred": (device.pool.upload(buf, np.ones(16, np.float32), wait=[gate]), gate),
         "host task": (dl.device("host").pool.upload(hbuf, np.ones(16, np.float32), wait=[host_gate]), host_gate),
         "user": (user, user),
+        # last: where it is already complete its callback runs at once on the registering thread, and its work
+        # queues in order behind the gated work above, so every gate must be open by then
+        "native": (native, None),
     }
     device.pool.free(buf)
     dl.device("host").pool.free(hbuf)
