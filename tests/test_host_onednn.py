@@ -7,6 +7,7 @@ not) these run; elsewhere the module is skipped as a whole.
 
 from __future__ import annotations
 
+import math
 import json
 import os
 import subprocess
@@ -128,7 +129,7 @@ def test_channels_last_stays_between_onednn_convolutions_only(rng):
     x = g.input("x", (1, 16, 9, 9))
     h = _resnet_block(g, x, 16, rng, "b1")
     h = _resnet_block(g, h, 16, rng, "b2")
-    side = g.sigmoid(h, name="side")  # a NumPy reader: the tensor it reads stays NCHW
+    side = g.tanh(h, name="side")  # a NumPy reader (tanh runs NumPy below 4096 elements): h stays NCHW
     h = _resnet_block(g, h, 16, rng, "b3")
     g.output("y", h)
     g.output("side", side)
@@ -143,7 +144,7 @@ def test_channels_last_stays_between_onednn_convolutions_only(rng):
                 and vendor_of(s.op_plan) is not None}
     assert bindings["b1a"].in_last == frozenset() and bindings["b1a"].out_last  # x comes from the caller
     assert bindings["b1c"].out_last and bindings["b2c"].in_last == {0, 3}
-    assert not bindings["b2c"].out_last  # sigmoid reads it
+    assert not bindings["b2c"].out_last  # tanh reads it
     assert bindings["b3a"].in_last == frozenset() and not bindings["b3c"].out_last  # a graph output
     assert bindings["b2a"].weights is not None  # constant weights prepared once
 
@@ -167,12 +168,13 @@ def test_a_tensor_another_device_reads_stays_nchw(other, rng):
 
 
 @pytest.mark.parametrize("ta,tb,alpha,beta,c_shape", [
-    (False, False, 1.0, 1.0, None), (True, False, 0.5, 2.0, (7,)), (False, True, -1.5, 1.0, (5, 1)),
-    (True, True, 2.0, 0.25, (5, 7)), (False, False, 1.0, 3.0, (1, 7)), (False, True, 1.0, 1.0, ()),
+    (False, False, 1.0, 1.0, None), (True, False, 0.5, 2.0, (70,)), (False, True, -1.5, 1.0, (80, 1)),
+    (True, True, 2.0, 0.25, (80, 70)), (False, False, 1.0, 3.0, (1, 70)), (False, True, 1.0, 1.0, ()),
 ])
 def test_gemm_through_sgemm(ta, tb, alpha, beta, c_shape, rng):
-    a = rng.standard_normal((3, 5) if ta else (5, 3)).astype(np.float32)
-    b = rng.standard_normal((7, 3) if tb else (3, 7)).astype(np.float32)
+    # 80 x 60 x 70: above gemm.NUMPY_MNK, where the small products run NumPy's
+    a = rng.standard_normal((60, 80) if ta else (80, 60)).astype(np.float32)
+    b = rng.standard_normal((70, 60) if tb else (60, 70)).astype(np.float32)
     arrays = [a, b] + ([rng.standard_normal(c_shape).astype(np.float32)] if c_shape is not None else [])
     attrs = {"transA": int(ta), "transB": int(tb), "alpha": alpha, "beta": beta}
     want, _ = _reference("gemm", arrays, **attrs)
@@ -189,6 +191,23 @@ def test_matmul_through_sgemm_or_numpy(a_shape, b_shape, rng):
     b = rng.standard_normal(b_shape).astype(np.float32)
     want, _ = _reference("matmul", [a, b])
     np.testing.assert_allclose(_run_poisoned("matmul", [a, b], want.shape), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("a_shape,b_shape,sgemm", [
+    ((2, 40, 80), (80, 90), True), ((1, 90, 80), (1, 80, 70), True), ((25, 64), (64, 64), False),
+    ((3, 90, 80), (3, 80, 70), False), ((90, 80), (80,), False)])
+def test_sgemm_takes_one_large_product_and_numpy_the_rest(a_shape, b_shape, sgemm, rng):
+    """One product above NUMPY_MNK multiply-adds goes to sgemm; small products and batches of B run NumPy."""
+    from devicelayer.backends.host import gemm
+
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    want, checked = _reference("matmul", [a, b])
+    types = [TensorType(a.shape, a.dtype), TensorType(b.shape, b.dtype)]
+    assert dl.device("host").vendor_op("matmul").accepts(types, [TensorType(want.shape, np.float32)], checked) \
+        is sgemm
+    assert (a.size // a.shape[-1] * b.shape[-1] * a.shape[-1] > gemm.NUMPY_MNK) or not sgemm
+    np.testing.assert_allclose(_run_poisoned("matmul", [a, b], want.shape), want, rtol=1e-4, atol=1e-4)
 
 
 def _info_conv(env: dict[str, str]) -> str:
@@ -415,7 +434,8 @@ def test_activations_through_onednn_eltwise_match_the_float64_reference(op, rng)
     from devicelayer.backends.host import eltwise
 
     host = dl.device("host")
-    for n, routed in ((eltwise.MIN_ELEMENTS * 5, True), (eltwise.MIN_ELEMENTS - 1, False)):
+    least = eltwise.min_elements(op)
+    for n, routed in ((max(least, 4096) * 5, True), (least - 1, False)):
         x = (rng.standard_normal(n) * 4).astype(np.float32)
         x[:6] = [0.0, -0.0, 30.0, -30.0, 1e-6, -1e-6]
         want, checked = _reference(op, [x])
@@ -441,3 +461,30 @@ def test_softmax_through_onednn_matches_the_float64_reference(op, shape, axis, r
     assert routed is (x.size >= softmax.MIN_ELEMENTS)
     scale = max(1.0, float(np.abs(want[np.isfinite(want)]).max()))
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-5, atol=2e-5 * scale)
+
+
+@pytest.mark.parametrize("shape,axis,given", [((1, 25, 64), -1, 3), ((3, 7, 40), -1, 2), ((2, 5, 6, 8), -2, 3),
+                                              ((4, 300), -1, 1), ((1, 1, 7), 0, 3)])
+def test_layer_normalization_through_onednn_matches_the_float64_reference(shape, axis, given, rng):
+    host = dl.device("host")
+    x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
+    params = [rng.standard_normal(shape[axis:]).astype(np.float32) for _ in range(given - 1)]
+    want, checked = _reference("layer_normalization", [x, *params], axis=axis, epsilon=1e-3)
+    got = _run_poisoned("layer_normalization", [x, *params], shape, axis=axis, epsilon=1e-3)
+    view = (x.size // math.prod(shape[checked["axis"]:]), math.prod(shape[checked["axis"]:]))
+    assert ("layer_normalization", view, (1e-3, given)) in host.onednn_layers
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-5, atol=2e-5)
+
+
+def test_layer_normalization_onednn_does_not_take_runs_numpy(rng):
+    """A scale broadcast from fewer elements, the statistics outputs and float64 stay on NumPy, and are right."""
+    host = dl.device("host")
+    x = rng.standard_normal((3, 16)).astype(np.float32)
+    before = {k for k in host.onednn_layers if k[0] == "layer_normalization"}
+    cases = [([x, np.float32([2.0])], {}), ([x, np.ones(16, np.float32)], {"stats": True}),
+             ([x.astype(np.float64), np.ones(16)], {})]
+    for arrays, attrs in cases:
+        want, _ = _reference("layer_normalization", arrays, **attrs)
+        got = dl.ops.run("layer_normalization", [dl.tensor(a, host) for a in arrays], **attrs)[0].numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert {k for k in host.onednn_layers if k[0] == "layer_normalization"} == before

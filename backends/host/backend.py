@@ -275,7 +275,7 @@ class HostDevice(Device):
         return (fn, geometry), sig
 
     def vendor_op(self, name: str) -> Any:
-        """oneDNN for float32 convolutions, pools, batch normalization, channel shuffles and concatenation,
+        """oneDNN for float32 convolutions, pools, batch and layer normalization, channel shuffles and concatenation,
         activations and other elementwise functions (``eltwise``), softmax, and matrix products where it is installed;
         NumPy for the rest."""
         if host_dnnl.library() is None:
@@ -289,6 +289,10 @@ class HostDevice(Device):
             from .softmax import OnednnSoftmax
 
             return OnednnSoftmax(self, name, f"oneDNN {host_dnnl.version()}")
+        if name == "layer_normalization":
+            from .layernorm import OnednnLayerNorm
+
+            return OnednnLayerNorm(self, name, f"oneDNN {host_dnnl.version()}")
 
         kinds = {"conv": host_conv.OnednnConv, "gemm": host_gemm.OnednnGemm, "matmul": host_gemm.OnednnGemm,
                  "max_pool": host_dnnl_ops.OnednnPool, "average_pool": host_dnnl_ops.OnednnPool,

@@ -115,6 +115,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "dnnl_shuffle_forward_primitive_desc_create": ([pp, p, i, p, p, i, ctypes.c_int64, p], i),
         "dnnl_eltwise_forward_primitive_desc_create": ([pp, p, i, i, p, p, f, f, p], i),
         "dnnl_softmax_forward_primitive_desc_create": ([pp, p, i, i, p, p, i, p], i),
+        "dnnl_layer_normalization_forward_primitive_desc_create": ([pp, p, i, p, p, p, f, ctypes.c_uint, p], i),
         "dnnl_primitive_desc_query": ([p, i, i, p], i), "dnnl_primitive_desc_query_md": ([p, i, i], p),
         "dnnl_primitive_desc_destroy": ([p], i),
         "dnnl_primitive_create": ([pp, p], i), "dnnl_primitive_destroy": ([p], i),

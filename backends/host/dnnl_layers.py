@@ -1,4 +1,5 @@
-"""oneDNN pooling, batch normalization, channel shuffle and concatenation layers for the host backend (ctypes).
+"""oneDNN pooling, batch and layer normalization, channel shuffle, concatenation, eltwise and softmax layers for the
+host backend (ctypes).
 
 Each layer is one primitive built for fixed layouts: it reads its inputs in the
 layout they are in (NCHW or channels-last, as the plan negotiated) and writes
@@ -194,3 +195,35 @@ class SoftmaxLayer(Layer):
         self.args = self._args([(ARG_SRC, self.m_x), (ARG_DST, self.m_y)] + self._scratchpad(pd))
 
     run = EltwiseLayer.run
+
+
+class LayerNormLayer(Layer):
+    """Layer normalization of each row of a plain (R, K) float32 tensor over its K elements, with a scale and a
+    shift of K elements where given (statistics computed, not stored)."""
+
+    def __init__(self, shape: Sequence[int], epsilon: float, scale: bool, shift: bool) -> None:
+        super().__init__()
+        md = self._md(shape, len(shape) + 1)  # ab: plain row-major
+        self.m_x, self.m_y = self._memory(md), self._memory(md)
+        flags = (_USE_SCALE if scale else 0) | (_USE_SHIFT if shift else 0)
+        pd = ctypes.c_void_p()
+        check(self.lib, self.lib.dnnl_layer_normalization_forward_primitive_desc_create(
+            ctypes.byref(pd), self.eng.engine, FORWARD_INFERENCE, md, md, None, epsilon, flags, self._attr()),
+            "dnnl_layer_normalization_forward_primitive_desc_create")
+        self._described(pd)
+        self.prim = self._primitive(pd)
+        md_k = self._md((shape[-1],), VECTOR)
+        self.m_params = [self._memory(md_k) for _ in range(int(scale) + int(shift))]
+        kinds = [k for k, given in ((ARG_SCALE, scale), (ARG_SHIFT, shift)) if given]
+        self.args = self._args([(ARG_SRC, self.m_x), (ARG_DST, self.m_y), *zip(kinds, self.m_params)]
+                               + self._scratchpad(pd))
+
+    def run(self, x: int, params: Sequence[int], y: int) -> None:
+        """Y = (X - mean) / sqrt(var + epsilon) [* scale] [+ shift] at these addresses."""
+        with self.lock:
+            self.m_x.point(x)
+            self.m_y.point(y)
+            for m, ptr in zip(self.m_params, params):
+                m.point(ptr)
+            self._execute(self.prim, self.args, "layer normalization")
+            self._wait()

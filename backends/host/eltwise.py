@@ -3,7 +3,7 @@
 NumPy computes ``exp``, ``tanh`` and their kin one element at a time here
 (about 1.4 ns an element for float32 ``exp`` on the 2-core VM, where oneDNN's
 JIT kernels take a tenth of that), and composes sigmoid, SiLU or GELU from
-several passes.  So a float32 tensor of at least ``MIN_ELEMENTS`` elements
+several passes.  So a float32 tensor of at least ``min_elements(op)`` elements
 runs oneDNN's primitive for the op (one per op, size and parameters, kept in
 ``HostDevice.onednn_layers``) on the OpenMP team the convolutions use; smaller
 ones, and other dtypes, run NumPy, which costs less per call.  Element order
@@ -23,8 +23,19 @@ from .dnnl_layers import EltwiseLayer
 from .dnnl_op import SMALL_BYTES
 from .stretch import team_call
 
-#: tensors with fewer elements run NumPy (a oneDNN call costs a few microseconds more)
+#: tensors with fewer elements run NumPy (a oneDNN call costs a few microseconds more) ...
 MIN_ELEMENTS = 4096
+#: ... except where NumPy composes the function from several passes or a ``where`` (GELU's erf is a rational
+#: form of a dozen): there a oneDNN call (3.5-8 us on the VM) beats NumPy from a few elements (at 64-4096
+#: elements NumPy took: GELU 65-170 us, ELU 35-45, leaky ReLU and hard sigmoid 15-24, hard swish 6-8; sigmoid
+#: 2.8-10 against 3.5-6.2)
+MIN_ELEMENTS_OF = {"gelu": 16, "gelu_tanh": 16, "swish": 16, "elu": 16, "leaky_relu": 16, "hard_sigmoid": 16,
+                   "hard_swish": 16, "sigmoid": 1024}
+
+
+def min_elements(name: str) -> int:
+    """The fewest float32 elements op ``name`` runs through oneDNN."""
+    return MIN_ELEMENTS_OF.get(name, MIN_ELEMENTS)
 
 # oneDNN 3.x algorithm kinds (dnnl_alg_kind_t)
 _RELU, _TANH, _ELU, _HARDSIGMOID, _LOGISTIC, _EXP = 0x20, 0x21, 0x22, 0x28, 0x29, 0x2A
@@ -47,16 +58,17 @@ ALGORITHMS: dict[str, tuple[int, Callable[[dict], tuple[float, float]]]] = {
 
 
 class OnednnEltwise(HostVendor):
-    """One op of ``ALGORITHMS`` through oneDNN for float32 tensors of ``MIN_ELEMENTS`` or more."""
+    """One op of ``ALGORITHMS`` through oneDNN for float32 tensors of ``min_elements(op)`` or more."""
 
     def __init__(self, dev: Any, name: str) -> None:
         super().__init__(dev, name, f"oneDNN {host_dnnl.version()}")
         self.alg, self._params = ALGORITHMS[name]
+        self.min_elements = min_elements(name)
 
     def route(self, ins: Any, attrs: dict) -> EltwiseLayer | None:
         """The layer running these inputs (built once per size and parameters), None where NumPy runs them."""
         x = ins[0]
-        if x.dtype not in host_dnnl.DTYPES or x.size < MIN_ELEMENTS:
+        if x.dtype not in host_dnnl.DTYPES or x.size < self.min_elements:
             return None
         alpha, beta = self._params(attrs)
         key = ("eltwise", (self.alg, x.size, alpha, beta), ())
@@ -72,7 +84,7 @@ class OnednnEltwise(HostVendor):
         return found["layer"]
 
     def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
-        """Float32 tensors of ``MIN_ELEMENTS`` or more that oneDNN builds a primitive for."""
+        """Float32 tensors of ``min_elements(op)`` or more that oneDNN builds a primitive for."""
         return self.route(ins, attrs) is not None
 
     def bind(self, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> Callable[[], None]:

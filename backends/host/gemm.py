@@ -2,9 +2,12 @@
 
 With oneDNN installed the host's float32 ``gemm`` and ``matmul`` run on
 oneDNN's threads too, so a model's heavy work stays on one thread pool (see
-``host_conv``).  Cases sgemm does not express directly (1-D operands, batches
-that broadcast, a zero alpha or beta whose NaN products ONNX keeps) run
-NumPy's products.
+``host_conv``).  NumPy's products run what sgemm does not take in one call:
+1-D operands, a zero alpha or beta whose NaN products ONNX keeps, a batch of
+B matrices (NumPy runs the batch in one call, sgemm a matrix a call: 12
+products of 128x64x128 took 233 us in NumPy, 585 through sgemm on the 2-core
+VM), and small products (``NUMPY_MNK``), which NumPy's BLAS runs on the
+calling thread without waking a pool, faster than a oneDNN call through ctypes.
 """
 
 from __future__ import annotations
@@ -20,18 +23,26 @@ from .conv import SMALL_FLOPS
 from .stretch import team_call
 
 
+#: products of at most this many multiply-adds per matrix run NumPy's matmul (OpenBLAS runs a product of up to
+#: 262144 on the calling thread); measured on the 2-core VM: 25x64x64 6.1 against 9.4 us, a batch of four
+#: 25x16x25 7.8 against 35.6 us, 64x64x64 11.8 against 14.9 us
+NUMPY_MNK = 1 << 18
+
+
 class OnednnGemm(HostVendor):
     """``gemm`` and ``matmul`` in float32 through ``dnnl_sgemm``."""
 
     def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
-        """Float32, non-empty; matmul with 2-D-or-more operands whose batches match or B is one matrix;
-        gemm with non-zero alpha and (where C is given) beta."""
+        """Float32, non-empty, one product of more than ``NUMPY_MNK`` multiply-adds: matmul of A's rows (every
+        batch of them) by one matrix B, gemm with non-zero alpha and (where C is given) beta."""
         if ins[0].dtype not in host_dnnl.DTYPES or any(t.size == 0 for t in (*ins, *outs)):
             return False
         if self.name == "gemm":
-            return attrs["alpha"] != 0 and (len(ins) == 2 or attrs["beta"] != 0)
-        a, b = ins[0].shape, ins[1].shape
-        return len(a) >= 2 and len(b) >= 2 and (len(b) == 2 or a[:-2] == b[:-2])
+            takes = attrs["alpha"] != 0 and (len(ins) == 2 or attrs["beta"] != 0)
+        else:  # A's rows (every batch of them) times one B
+            a, b = ins[0].shape, ins[1].shape
+            takes = len(a) >= 2 and (len(b) == 2 or (len(b) > 2 and math.prod(outs[0].shape[:-2]) == 1))
+        return takes and outs[0].size * self._depth(ins, attrs) > NUMPY_MNK
 
     def bind(self, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> Callable[[], None]:
         """The product on these buffers as a call on the host worker."""
@@ -68,14 +79,5 @@ class OnednnGemm(HostVendor):
                 host_dnnl.sgemm(ta, tb, m, n, k, alpha, ptr[0], ins[0].shape[1], ptr[1], ins[1].shape[1], beta, y, n)
             return gemm
         a, b = ins[0].shape, ins[1].shape
-        k, n = b[-2], b[-1]
-        if len(b) == 2:  # every row of every batch of A times one B
-            m = math.prod(a[:-1])
-            return lambda: host_dnnl.sgemm(False, False, m, n, k, 1.0, ptr[0], k, ptr[1], n, 0.0, y, n)
-        m, batches = a[-2], math.prod(a[:-2])
-
-        def batched() -> None:
-            for i in range(batches):
-                host_dnnl.sgemm(False, False, m, n, k, 1.0, ptr[0] + i * m * k * 4, k, ptr[1] + i * k * n * 4, n,
-                                0.0, y + i * m * n * 4, n)
-        return batched
+        k, n, m = b[-2], b[-1], math.prod(a[:-1])  # every row of every batch of A times one B
+        return lambda: host_dnnl.sgemm(False, False, m, n, k, 1.0, ptr[0], k, ptr[1], n, 0.0, y, n)

@@ -122,8 +122,8 @@ def erf(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
 
     def piece(a: int, b: int) -> None:
         with np.errstate(all="ignore"):
-            if single:
-                t1, t2, y = (np.empty(block, np.float32) for _ in range(3))
+            if single:  # (scratch of the size in use: a small tensor's call allocates little)
+                t1, t2, y = (np.empty(min(block, flat_x.size), np.float32) for _ in range(3))
             for k in range(a, b):
                 part = slice(k * block, (k + 1) * block)
                 if single:

@@ -13,9 +13,10 @@ The NumPy forms apply the chain with ``fused_elementwise`` (in place, in blocks)
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -23,7 +24,7 @@ from ...errors import DeviceLayerError
 from ...info import DeviceInfo
 from ..dialect import Param, dialect_type
 from ..op import Op, TensorType, get
-from .fused import MAX_BUFFERS, MAX_SCALAR_BYTES, compose
+from .fused import HOST_BLOCK, MAX_BUFFERS, MAX_SCALAR_BYTES, compose
 
 #: extra inputs an epilogue takes
 MAX_EPILOGUE_INPUTS = 8
@@ -92,6 +93,25 @@ def apply(y: np.ndarray, extras: Sequence[np.ndarray], attrs: dict[str, Any]) ->
     else:
         y[...] = fused.reference([y, *extras], _chain(attrs))[0]
     return y
+
+
+def bind(y: np.ndarray, extras: Sequence[np.ndarray], attrs: dict[str, Any]) -> Callable[[], None] | None:
+    """``apply`` on these arrays as a call made once (a recorded host launch); None without an epilogue.  A
+    product of one host block or less runs the chain's steps bound (``fused_elementwise.bind_into``)."""
+    if not attrs.get("epilogue"):
+        return None
+    fused = get("fused_elementwise")
+    if not y.flags.c_contiguous or y.size > HOST_BLOCK:
+        return functools.partial(apply, y, extras, attrs)
+    if 0 in attrs["epilogue"][-1][2]:  # the last step reads y as it writes it: from a copy, as ``apply``
+        src = np.empty_like(y)
+        copy, chain = functools.partial(np.copyto, src, y), fused.bind_into([src, *extras], [y], _chain(attrs))
+
+        def copied() -> None:
+            copy()
+            chain()
+        return copied
+    return fused.bind_into([y, *extras], [y], _chain(attrs))
 
 
 def apply_reference(y: np.ndarray, extras: Sequence[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:

@@ -304,6 +304,31 @@ class FusedElementwise(Op):
         parallel(work, blocks, nbytes)
         return None
 
+    def bind_into(self, inputs, outputs, attrs):
+        """A chain of one block or less (a small model's, where each NumPy call's fixed cost is most of the time):
+        each step bound once (``Op.bind_into``) to its operands and to a temporary of its own, made here."""
+        steps, outs = attrs["steps"], attrs["outputs"]
+        size = outputs[0].size
+        if not size or not outputs[0].ndim or size > HOST_BLOCK:
+            return super().bind_into(inputs, outputs, attrs)
+        dtypes = self._step_dtypes(inputs, steps)
+        written = dict(zip(outs, outputs))
+        values, calls = list(inputs), []
+        for k, (name, step_attrs, operands) in enumerate(steps):
+            ins = [values[j] for j in operands]
+            target = written.get(k)
+            if target is None:
+                target = np.empty(np.broadcast_shapes(*(x.shape for x in ins)), dtypes[k])
+            if target.size:
+                calls.append(get(name).bind_into(ins, [target], step_attrs))
+            values.append(target)
+        calls = tuple(calls)
+
+        def chain() -> None:
+            for call in calls:
+                call()
+        return chain
+
     # -- kernel devices ---------------------------------------------------------------------------------------------
     def unsupported(self, inputs: Sequence[TensorType], attrs: dict[str, Any], info: DeviceInfo) -> str | None:
         steps, outs = attrs["steps"], attrs["outputs"]

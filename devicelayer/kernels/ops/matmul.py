@@ -261,6 +261,17 @@ def _matmul_shapes(op: Op, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[tupl
     return batch, M, N, K, out
 
 
+def _then(first: Any, then: Any) -> Any:
+    """A call of ``first`` and then ``then`` (``first`` alone where ``then`` is None)."""
+    if then is None:
+        return first
+
+    def both() -> None:
+        first()
+        then()
+    return both
+
+
 @register
 class MatMul(Op):
     """matmul(a, b[, *extra], epilogue=(), epilogue_inputs=0): NumPy's matmul (1-D operands promoted and
@@ -301,6 +312,13 @@ class MatMul(Op):
             np.matmul(a, b, out=y)
         _epilogue.apply(y, inputs[2:], attrs)
         return None
+
+    def bind_into(self, inputs, outputs, attrs):
+        a, b = inputs[:2]
+        y = outputs[0]
+        if a.dtype.name in _NARROW_FLOATS or a.ndim < 2 or b.ndim < 2 or not y.size:
+            return super().bind_into(inputs, outputs, attrs)
+        return _then(functools.partial(np.matmul, a, b, out=y), _epilogue.bind(y, inputs[2:], attrs))
 
     def unsupported(self, inputs, attrs, info):
         why = super().unsupported(inputs, attrs, info)
@@ -471,18 +489,30 @@ class Gemm(Op):
         if inputs[0].dtype.name in _NARROW_FLOATS or not y.size:
             return super().reference_into(inputs, outputs, attrs)  # (reference applies the epilogue)
         n = len(inputs) - attrs.get("epilogue_inputs", 0)
-        extras, inputs = inputs[n:], inputs[:n]
+        with np.errstate(all="ignore"):
+            self._product_into(inputs[:n], y, attrs)
+        _epilogue.apply(y, inputs[n:], attrs)
+        return None
+
+    def bind_into(self, inputs, outputs, attrs):
+        y = outputs[0]
+        if inputs[0].dtype.name in _NARROW_FLOATS or not y.size:
+            return super().bind_into(inputs, outputs, attrs)
+        n = len(inputs) - attrs.get("epilogue_inputs", 0)
+        own = tuple(inputs[:n])
+        return _then(lambda: self._product_into(own, y, attrs), _epilogue.bind(y, inputs[n:], attrs))
+
+    @staticmethod
+    def _product_into(inputs: Sequence[np.ndarray], y: np.ndarray, attrs: dict[str, Any]) -> None:
+        """alpha * A' B' (+ beta * C) into ``y``."""
         a = inputs[0].T if attrs["transA"] else inputs[0]
         b = inputs[1].T if attrs["transB"] else inputs[1]
         kind = a.dtype.type
-        with np.errstate(all="ignore"):
-            np.matmul(a, b, out=y)
-            if attrs["alpha"] != 1:
-                y *= kind(attrs["alpha"])
-            if len(inputs) == 3:
-                y += inputs[2] if attrs["beta"] == 1 else kind(attrs["beta"]) * inputs[2]
-        _epilogue.apply(y, extras, attrs)
-        return None
+        np.matmul(a, b, out=y)
+        if attrs["alpha"] != 1:
+            y *= kind(attrs["alpha"])
+        if len(inputs) == 3:
+            y += inputs[2] if attrs["beta"] == 1 else kind(attrs["beta"]) * inputs[2]
 
     def unsupported(self, inputs, attrs, info):
         why = super().unsupported(inputs, attrs, info)

@@ -10,12 +10,13 @@ floats computed in float32); bfloat16 runs on the host, computed in float32.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 
 from ..dialect import KernelSpec, Param, dialect_type
-from ..op import Launch, Plan, TensorType, activation_attr, groups_for, local_1d, parallel, register
+from ..op import Launch, Plan, TensorType, activation_attr, groups_for, local_1d, parallel, register, splits
 from .binary import MAX_RANK, broadcast_shape, broadcast_strides, check_dtype_same, collapse, unravel
 from .elementwise import relu_into
 from .reduce import acc_type, add, bool_attr, float_attr, fmax, int_attr, known_attrs, norm_axis
@@ -228,11 +229,32 @@ class LayerNormalization(FloatKernelOp):
         return outs
 
     def reference_into(self, inputs, outputs, attrs):
+        rows = self._rows(inputs, outputs, attrs, bound=False)
+        if rows is None:
+            return super().reference_into(inputs, outputs, attrs)
+        parallel(*rows)
+        return None
+
+    def bind_into(self, inputs, outputs, attrs):
+        rows = self._rows(inputs, outputs, attrs, bound=True)
+        if rows is None:
+            return super().bind_into(inputs, outputs, attrs)
+        piece, n, nbytes = rows
+        if splits(n, nbytes):
+            return functools.partial(parallel, piece, n, nbytes)
+        return functools.partial(piece, 0, n)
+
+    def _rows(self, inputs, outputs, attrs, bound: bool) -> tuple[Any, int, int] | None:
+        """(piece(lo, hi) normalizing rows lo..hi, rows, bytes touched) for float32/64 with a scale and bias the
+        same for every row; None otherwise.  ``bound``: made once for many calls, so a scale or bias that had
+        to be copied to a row (it would not see later writes) is refused too."""
         x = inputs[0]
         axis = attrs["axis"]
         params = [_row_param(p, x.shape, axis) for p in inputs[1:]]
         if x.dtype.itemsize == 2 or not x.size or any(p is None for p in params):
-            return super().reference_into(inputs, outputs, attrs)
+            return None
+        if bound and not all(np.shares_memory(row, p) for row, p in zip(params, inputs[1:])):
+            return None
         K = int(np.prod(x.shape[axis:], dtype=np.int64))
         x2, y2 = x.reshape(-1, K), outputs[0].reshape(-1, K)
         stats = [o.reshape(-1) for o in outputs[1:]]
@@ -256,8 +278,7 @@ class LayerNormalization(FloatKernelOp):
             if stats:
                 stats[0][lo:hi] = mean
                 stats[1][lo:hi] = inv
-        parallel(piece, x2.shape[0], 3 * x.nbytes)
-        return None
+        return piece, x2.shape[0], 3 * x.nbytes
 
     def _walk(self, inputs):
         x = inputs[0]

@@ -87,18 +87,17 @@ def activation_code(slot: Slot, v: str) -> str:
 #: product this small costs more than the product, and they spin on the cores for a long while afterwards
 #: (where oneDNN's team runs the model's convolutions)
 _SMALL_RECUR = 1 << 21
+#: ... but below this many BLAS runs them on the calling thread (OpenBLAS threads a product from 9216 elements of
+#: the matrix-vector form, 262144 multiply-adds of the matrix form), and its call costs half einsum's
+_TINY_RECUR = 1 << 13
 
 
 def _recur(h: np.ndarray, rt: np.ndarray) -> np.ndarray:
     """h (dirs, B, H) @ rt (dirs, H, N) per direction (the input and recurrent products of a step or a run)."""
-    if h.shape[1] * h.shape[2] * rt.shape[2] < _SMALL_RECUR:
+    size = h.shape[1] * h.shape[2] * rt.shape[2]
+    if _TINY_RECUR <= size < _SMALL_RECUR:
         return np.einsum("dbh,dhn->dbn", h, rt)
     return np.matmul(h, rt)
-
-def activation_numpy(slot: Slot, x: np.ndarray) -> np.ndarray:
-    name, a, b = slot
-    with np.errstate(all="ignore"):
-        return ACTIVATIONS[name].numpy(x, x.dtype.type(a), x.dtype.type(b)).astype(x.dtype)
 
 
 # -- the op family ----------------------------------------------------------------------------------------------------
@@ -273,36 +272,59 @@ class Recurrent(Op):
         peep = opt["P"].astype(acc)[:, None, :] if "P" in opt else None
         reverse = np.array([d == 1 or attrs["direction"] == "reverse" for d in range(dirs)])[:, None]
         d_index, b_index = np.arange(dirs)[:, None], np.arange(B)[None, :]
-        act = self._activation_numpy(attrs, dirs)
+        act = self._activation_numpy(attrs, dirs, acc)
+        xw, bias = self.fold_bias(xw, bias)
         Y = np.zeros((T, dirs, B, H), acc)
         with np.errstate(all="ignore"):
-            for s in range(int(lens.max(initial=0))):
+            if full:  # every sequence whole: each direction's steps in the order it takes them, plain slices
+                steps = np.stack([xw[d, ::-1] if reverse[d, 0] else xw[d] for d in range(dirs)], axis=1)
+                for s in range(T):
+                    state = self.cell_numpy(steps[s], state, rt, bias, peep, act, attrs)
+                    Y[s] = state[0]
+                for d in range(dirs):
+                    if reverse[d, 0]:
+                        Y[:, d] = Y[::-1, d].copy()
+            for s in range(0 if full else int(lens.max(initial=0))):
                 t = np.clip(np.where(reverse, lens[None, :] - 1 - s, s), 0, T - 1)  # (dirs, B)
                 new = self.cell_numpy(xw[d_index, t, b_index], state, rt, bias, peep, act, attrs)
-                if full:
-                    state = new
-                    Y[t, d_index, b_index] = new[0]
-                else:
-                    active = np.broadcast_to(s < lens, (dirs, B))
-                    state = [np.where(active[..., None], n, o) for n, o in zip(new, state)]
-                    Y[t[active], np.broadcast_to(d_index, (dirs, B))[active], np.broadcast_to(b_index, (dirs, B))[
-                        active]] = new[0][active]
+                active = np.broadcast_to(s < lens, (dirs, B))
+                state = [np.where(active[..., None], n, o) for n, o in zip(new, state)]
+                Y[t[active], np.broadcast_to(d_index, (dirs, B))[active], np.broadcast_to(b_index, (dirs, B))[
+                    active]] = new[0][active]
         finals = [np.where((lens == 0)[None, :, None], 0, v) for v in state]
         if layout:
             Y = np.transpose(Y, (2, 0, 1, 3))
             finals = [np.swapaxes(f, 0, 1) for f in finals]
         return [np.ascontiguousarray(a).astype(dtype) for a in (Y, *finals)]
 
-    def _activation_numpy(self, attrs: dict[str, Any], dirs: int) -> Callable[[int, np.ndarray], np.ndarray]:
+    def _activation_numpy(self, attrs: dict[str, Any], dirs: int,
+                          dtype: np.dtype) -> Callable[[int, np.ndarray], np.ndarray]:
         """``act(slot, x)``: activation ``slot`` applied to x (dirs, B, ...) with each direction's function."""
         per = len(self.default_activations)
         slots = attrs["activations"]
+        same = dirs == 1 or all(slots[k] == slots[per + k] for k in range(per))
+
+        def one(slot: Slot) -> Callable[[np.ndarray], np.ndarray]:
+            fn, a, b = ACTIVATIONS[slot[0]].numpy, dtype.type(slot[1]), dtype.type(slot[2])
+            return lambda x: fn(x, a, b).astype(dtype, copy=False)  # (called under the caller's errstate)
+        fns = [one(slot) for slot in slots]
 
         def act(slot: int, x: np.ndarray) -> np.ndarray:
-            if dirs == 1 or slots[slot] == slots[per + slot]:
-                return activation_numpy(slots[slot], x)
-            return np.stack([activation_numpy(slots[d * per + slot], x[d]) for d in range(dirs)])
+            if same:
+                return fns[slot](x)
+            return np.stack([fns[d * per + slot](x[d]) for d in range(dirs)])
         return act
+
+    #: the cell adds both biases whole at every step (rnn, lstm), so they are added to the projections once
+    folds_bias = True
+
+    def fold_bias(self, xw: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """The input projections with the biases added once where the cell adds them whole (``folds_bias``), and
+        the biases left for the cell (None when folded)."""
+        if not self.folds_bias:
+            return xw, bias
+        gh = bias.shape[-1] // 2
+        return xw + (bias[..., :gh] + bias[..., gh:])[:, None], None
 
     def cell_numpy(self, xw: np.ndarray, state: list[np.ndarray], rt: np.ndarray, bias: np.ndarray,
                    peep: np.ndarray | None, act: Callable[[int, np.ndarray], np.ndarray],
@@ -510,8 +532,7 @@ class Rnn(Recurrent):
     max_inputs = 6
 
     def cell_numpy(self, xw, state, rt, bias, peep, act, attrs):
-        H = attrs["hidden_size"]
-        pre = xw + np.matmul(state[0], rt) + bias[..., :H] + bias[..., H:]
+        pre = xw + _recur(state[0], rt)
         return [act(0, self.clip_numpy(pre, attrs["clip"]))]
 
     def step_specs(self, sz, attrs):
@@ -537,6 +558,7 @@ class Gru(Recurrent):
     gates = 3
     default_activations = ("sigmoid", "tanh")
     extra_attrs = ("linear_before_reset",)
+    folds_bias = False  # the reset gate scales the recurrent bias of h's gate
 
     def check_extra(self, attrs):
         return {"linear_before_reset": self._flag(attrs, "linear_before_reset")}
@@ -628,7 +650,11 @@ class Lstm(Recurrent):
     def cell_numpy(self, xw, state, rt, bias, peep, act, attrs):
         H, clip = attrs["hidden_size"], attrs["clip"]
         h, c = state
-        pre = xw + _recur(h, rt) + bias[..., :4 * H] + bias[..., 4 * H:]
+        pre = xw + _recur(h, rt)
+        if peep is None and not attrs["input_forget"]:  # i, o and f through one call of their function
+            gates = act(0, self.clip_numpy(pre[..., :3 * H], clip))
+            c = gates[..., 2 * H:] * c + gates[..., :H] * act(1, self.clip_numpy(pre[..., 3 * H:], clip))
+            return [gates[..., H:2 * H] * act(2, c), c]
         ai, ao, af, ac = (pre[..., g * H:(g + 1) * H] for g in range(4))
         pi, po, pf = (0, 0, 0) if peep is None else (peep[..., :H], peep[..., H:2 * H], peep[..., 2 * H:])
         i = act(0, self.clip_numpy(ai + pi * c, clip))
