@@ -183,6 +183,13 @@ def _hard_swish_into(x: np.ndarray, out: np.ndarray) -> None:
     out *= x
 
 
+def _hard_sigmoid_into(x: np.ndarray, a: Any, b: Any, out: np.ndarray) -> None:
+    """clip(a x + b, 0, 1), in ``out`` (NaN stays NaN)."""
+    np.multiply(x, a, out=out)
+    out += b
+    np.clip(out, 0, 1, out=out)
+
+
 def _gelu_tanh(x: np.ndarray) -> np.ndarray:
     c = np.sqrt(2.0 / np.pi).astype(x.dtype)
     return 0.5 * x * (1 + np.tanh(c * (x + x.dtype.type(0.044715) * x ** 3)))
@@ -218,7 +225,7 @@ unary("celu", f"(dl_max({_ZERO}, v) + dl_min({_ZERO}, CAST(ACC, a) * (dl_exp(v /
       lambda x, a: np.maximum(0, x) + np.minimum(0, a * (np.exp(x / a) - 1)), (("alpha", 1.0),))
 unary("sigmoid", f"({_ONE} / ({_ONE} + dl_exp(-v)))", lambda x: 1 / (1 + np.exp(-x)), into=_sigmoid_into)
 unary("hard_sigmoid", f"dl_max({_ZERO}, dl_min({_ONE}, CAST(ACC, a) * v + CAST(ACC, b)))",
-      lambda x, a, b: np.clip(a * x + b, 0, 1), (("alpha", 0.2), ("beta", 0.5)))
+      lambda x, a, b: np.clip(a * x + b, 0, 1), (("alpha", 0.2), ("beta", 0.5)), into=_hard_sigmoid_into)
 unary("hard_swish", f"(v * dl_max({_ZERO}, dl_min({_ONE}, v / CAST(ACC, 6.0f) + CAST(ACC, 0.5f))))",
       _hard_swish, into=_hard_swish_into)
 unary("swish", f"(v / ({_ONE} + dl_exp(-CAST(ACC, a) * v)))", lambda x, a: x / (1 + np.exp(-a * x)),

@@ -76,24 +76,39 @@ class Softmax(_AxisRowOp):
         return [np.asarray(y).astype(x.dtype)]
 
     def reference_into(self, inputs, outputs, attrs):
+        rows = self._rows(inputs, outputs, attrs)
+        if rows is None:
+            return super().reference_into(inputs, outputs, attrs)
+        parallel(*rows)
+        return None
+
+    def bind_into(self, inputs, outputs, attrs):
+        rows = self._rows(inputs, outputs, attrs)
+        if rows is None:
+            return super().bind_into(inputs, outputs, attrs)
+        piece, n, nbytes = rows
+        return functools.partial(parallel, piece, n, nbytes) if splits(n, nbytes) else functools.partial(piece, 0, n)
+
+    def _rows(self, inputs, outputs, attrs) -> tuple[Any, int, int] | None:
+        """(piece(lo, hi) over outer indices lo..hi, outer indices, bytes touched); None for 16-bit or empty x."""
         x, y = inputs[0], outputs[0]
         if not x.size or x.dtype.itemsize == 2:
-            return super().reference_into(inputs, outputs, attrs)
+            return None
         R, K, inner = axis_rows(x.shape, attrs["axis"])
         # rows of (outer, K, inner): pieces of the outer index on helper threads
         x3, y3 = x.reshape(-1, K, inner), y.reshape(-1, K, inner)
+        top, total = np.maximum.reduce, np.add.reduce  # (the ufuncs' own reductions: np.max and np.sum wrap them)
 
         def piece(lo: int, hi: int) -> None:
             xs, ys = x3[lo:hi], y3[lo:hi]
             with np.errstate(all="ignore"):
-                np.subtract(xs, np.max(xs, axis=1, keepdims=True), out=ys)
+                np.subtract(xs, top(xs, axis=1, keepdims=True), out=ys)
                 if self.log:
-                    ys -= np.log(np.sum(np.exp(ys), axis=1, keepdims=True))
+                    ys -= np.log(total(np.exp(ys), axis=1, keepdims=True))
                 else:
                     np.exp(ys, out=ys)
-                    ys /= np.sum(ys, axis=1, keepdims=True)
-        parallel(piece, x3.shape[0], 3 * x.nbytes)
-        return None
+                    ys /= total(ys, axis=1, keepdims=True)
+        return piece, x3.shape[0], 3 * x.nbytes
 
     def plan(self, inputs, outputs, attrs, info):
         if self.log:
@@ -253,7 +268,7 @@ class LayerNormalization(FloatKernelOp):
         params = [_row_param(p, x.shape, axis) for p in inputs[1:]]
         if x.dtype.itemsize == 2 or not x.size or any(p is None for p in params):
             return None
-        if bound and not all(np.shares_memory(row, p) for row, p in zip(params, inputs[1:])):
+        if bound and not all(np.may_share_memory(row, p) for row, p in zip(params, inputs[1:])):
             return None
         K = int(np.prod(x.shape[axis:], dtype=np.int64))
         x2, y2 = x.reshape(-1, K), outputs[0].reshape(-1, K)

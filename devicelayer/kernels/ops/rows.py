@@ -8,6 +8,8 @@ for long ones, the two shapes of the reductions.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Sequence
 from typing import Any
 
@@ -118,8 +120,8 @@ def row_launch(name: str, elem: str, R: int, K: int, buffers: Sequence[Param], s
 def axis_rows(shape: Sequence[int], axis: int) -> tuple[int, int, int]:
     """(rows R, row length K, stride ``inner`` of the row's elements) of rows along ``axis``."""
     K = int(shape[axis])
-    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
-    R = int(np.prod(shape, dtype=np.int64)) // K if K else 0
+    inner = math.prod(int(d) for d in shape[axis + 1:])
+    R = math.prod(int(d) for d in shape) // K if K else 0
     return R, K, inner
 
 
