@@ -195,9 +195,9 @@ def test_matmul_through_sgemm_or_numpy(a_shape, b_shape, rng):
 
 @pytest.mark.parametrize("a_shape,b_shape,sgemm", [
     ((2, 40, 80), (80, 90), True), ((1, 90, 80), (1, 80, 70), True), ((25, 64), (64, 64), False),
-    ((3, 90, 80), (3, 80, 70), False), ((90, 80), (80,), False)])
+    ((3, 90, 80), (3, 80, 70), True), ((4, 25, 16), (4, 16, 25), False), ((90, 80), (80,), False)])
 def test_sgemm_takes_one_large_product_and_numpy_the_rest(a_shape, b_shape, sgemm, rng):
-    """One product above NUMPY_MNK multiply-adds goes to sgemm; small products and batches of B run NumPy."""
+    """Products above NUMPY_MNK multiply-adds a matrix go to sgemm; small ones and 1-D operands run NumPy."""
     from devicelayer.backends.host import gemm
 
     a = rng.standard_normal(a_shape).astype(np.float32)

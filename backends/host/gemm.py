@@ -2,12 +2,15 @@
 
 With oneDNN installed the host's float32 ``gemm`` and ``matmul`` run on
 oneDNN's threads too, so a model's heavy work stays on one thread pool (see
-``host_conv``).  NumPy's products run what sgemm does not take in one call:
-1-D operands, a zero alpha or beta whose NaN products ONNX keeps, a batch of
-B matrices (NumPy runs the batch in one call, sgemm a matrix a call: 12
-products of 128x64x128 took 233 us in NumPy, 585 through sgemm on the 2-core
-VM), and small products (``NUMPY_MNK``), which NumPy's BLAS runs on the
-calling thread without waking a pool, faster than a oneDNN call through ctypes.
+``host_conv``).  NumPy's products run what sgemm does not express directly
+(1-D operands, batches that broadcast, a zero alpha or beta whose NaN
+products ONNX keeps) and small products (``NUMPY_MNK`` multiply-adds a
+matrix), which NumPy's BLAS runs on the calling thread without waking its
+pool, faster than a oneDNN call through ctypes.  A larger product stays on
+oneDNN's team even where NumPy alone would be faster: OpenBLAS's threads spin
+after their work, and alternating them with oneDNN's team on the same cores
+slowed a whole BERT-mini run on the 2-core VM twofold (calls timed alone did
+not show it).
 """
 
 from __future__ import annotations
@@ -33,16 +36,18 @@ class OnednnGemm(HostVendor):
     """``gemm`` and ``matmul`` in float32 through ``dnnl_sgemm``."""
 
     def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
-        """Float32, non-empty, one product of more than ``NUMPY_MNK`` multiply-adds: matmul of A's rows (every
-        batch of them) by one matrix B, gemm with non-zero alpha and (where C is given) beta."""
+        """Float32, non-empty, more than ``NUMPY_MNK`` multiply-adds a matrix; matmul with 2-D-or-more operands
+        whose batches match or B is one matrix; gemm with non-zero alpha and (where C is given) beta."""
         if ins[0].dtype not in host_dnnl.DTYPES or any(t.size == 0 for t in (*ins, *outs)):
             return False
         if self.name == "gemm":
             takes = attrs["alpha"] != 0 and (len(ins) == 2 or attrs["beta"] != 0)
-        else:  # A's rows (every batch of them) times one B
-            a, b = ins[0].shape, ins[1].shape
-            takes = len(a) >= 2 and (len(b) == 2 or (len(b) > 2 and math.prod(outs[0].shape[:-2]) == 1))
-        return takes and outs[0].size * self._depth(ins, attrs) > NUMPY_MNK
+            return takes and outs[0].size * self._depth(ins, attrs) > NUMPY_MNK
+        a, b = ins[0].shape, ins[1].shape
+        if len(a) < 2 or len(b) < 2 or (len(b) > 2 and a[:-2] != b[:-2]):
+            return False
+        one = outs[0].size if len(b) == 2 else math.prod(outs[0].shape[-2:])  # (B one matrix: one sgemm call)
+        return one * self._depth(ins, attrs) > NUMPY_MNK
 
     def bind(self, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> Callable[[], None]:
         """The product on these buffers as a call on the host worker."""
@@ -79,5 +84,14 @@ class OnednnGemm(HostVendor):
                 host_dnnl.sgemm(ta, tb, m, n, k, alpha, ptr[0], ins[0].shape[1], ptr[1], ins[1].shape[1], beta, y, n)
             return gemm
         a, b = ins[0].shape, ins[1].shape
-        k, n, m = b[-2], b[-1], math.prod(a[:-1])  # every row of every batch of A times one B
-        return lambda: host_dnnl.sgemm(False, False, m, n, k, 1.0, ptr[0], k, ptr[1], n, 0.0, y, n)
+        k, n = b[-2], b[-1]
+        if len(b) == 2:  # every row of every batch of A times one B
+            m = math.prod(a[:-1])
+            return lambda: host_dnnl.sgemm(False, False, m, n, k, 1.0, ptr[0], k, ptr[1], n, 0.0, y, n)
+        m, batches = a[-2], math.prod(a[:-2])
+
+        def batched() -> None:
+            for i in range(batches):
+                host_dnnl.sgemm(False, False, m, n, k, 1.0, ptr[0] + i * m * k * 4, k, ptr[1] + i * k * n * 4, n,
+                                0.0, y + i * m * n * 4, n)
+        return batched
