@@ -72,16 +72,7 @@ class OnednnEltwise(HostVendor):
             return None
         alpha, beta = self._params(attrs)
         key = ("eltwise", (self.alg, x.size, alpha, beta), ())
-        layers = self.dev.onednn_layers
-        found = layers.get(key)
-        if found is None:
-            build = lambda: EltwiseLayer(x.size, self.alg, alpha, beta)  # noqa: E731
-            try:
-                found = {"layer": host_omp.alone(host_dnnl.library(), build)() if is_small(x.size) else build()}
-            except host_dnnl.DnnlError as exc:
-                found = {"layer": None, "why": str(exc)}
-            layers[key] = found
-        return found["layer"]
+        return cached_layer(self.dev, key, lambda: EltwiseLayer(x.size, self.alg, alpha, beta), x.size)
 
     def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
         """Float32 tensors of ``min_elements(op)`` or more that oneDNN builds a primitive for."""
@@ -104,6 +95,19 @@ class OnednnEltwise(HostVendor):
                 ys[...] = op.reference([xs], attrs)[0]
             return apart
         return layer_call(layer, x, y, ins[0].size)
+
+
+def cached_layer(dev: Any, key: tuple, build: Callable[[], Any], elements: int) -> Any:
+    """The device's oneDNN layer under ``key``, built once (on the calling thread alone where ``elements`` float32
+    elements are small); None, remembered with oneDNN's reason, where oneDNN cannot build it."""
+    found = dev.onednn_layers.get(key)
+    if found is None:
+        try:
+            found = {"layer": host_omp.alone(host_dnnl.library(), build)() if is_small(elements) else build()}
+        except host_dnnl.DnnlError as exc:
+            found = {"layer": None, "why": str(exc)}
+        dev.onednn_layers[key] = found
+    return found["layer"]
 
 
 def is_small(n: int) -> bool:

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from . import dnnl as host_dnnl, omp as host_omp
 from .backend import HostVendor
 from .dnnl_layers import LayerNormLayer
-from .eltwise import is_small
+from .eltwise import cached_layer, is_small
 from .stretch import team_call
 
 
@@ -33,18 +33,9 @@ class OnednnLayerNorm(HostVendor):
         k = math.prod(x.shape[attrs["axis"]:])
         if any(t.size != k for t in ins[1:]):  # (a row broadcast to K, or a parameter per row: NumPy)
             return None
-        view = (x.size // k, k)
-        key = (self.name, view, (float(attrs["epsilon"]), len(ins)))
-        found = self.dev.onednn_layers.get(key)
-        if found is None:
-            build = lambda: LayerNormLayer(view, float(attrs["epsilon"]), len(ins) > 1, len(ins) > 2)  # noqa: E731
-            try:
-                layer = host_omp.alone(host_dnnl.library(), build)() if is_small(x.size) else build()
-                found = {"layer": layer}
-            except host_dnnl.DnnlError as exc:
-                found = {"layer": None, "why": str(exc)}
-            self.dev.onednn_layers[key] = found
-        return found["layer"]
+        view, eps = (x.size // k, k), float(attrs["epsilon"])
+        return cached_layer(self.dev, (self.name, view, (eps, len(ins))),
+                            lambda: LayerNormLayer(view, eps, len(ins) > 1, len(ins) > 2), x.size)
 
     def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
         """Float32 tensors with row parameters that oneDNN builds a primitive for."""

@@ -13,8 +13,8 @@ from typing import Any, Callable
 
 from .backend import HostVendor
 from .dnnl_layers import SoftmaxLayer
-from . import dnnl as host_dnnl, omp as host_omp
-from .eltwise import is_small, layer_call
+from . import dnnl as host_dnnl
+from .eltwise import cached_layer, layer_call
 
 #: tensors with fewer elements run NumPy
 MIN_ELEMENTS = 1024
@@ -35,17 +35,8 @@ class OnednnSoftmax(HostVendor):
         if x.dtype not in host_dnnl.DTYPES or x.size < MIN_ELEMENTS:
             return None
         view = rows(x.shape, attrs["axis"])
-        key = (self.name, view, ())
-        found = self.dev.onednn_layers.get(key)
-        if found is None:
-            build = lambda: SoftmaxLayer(view, self.name == "log_softmax")  # noqa: E731
-            try:
-                layer = host_omp.alone(host_dnnl.library(), build)() if is_small(x.size) else build()
-                found = {"layer": layer}
-            except host_dnnl.DnnlError as exc:
-                found = {"layer": None, "why": str(exc)}
-            self.dev.onednn_layers[key] = found
-        return found["layer"]
+        return cached_layer(self.dev, (self.name, view, ()), lambda: SoftmaxLayer(view, self.name == "log_softmax"),
+                            x.size)
 
     def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
         """Float32 tensors of ``MIN_ELEMENTS`` or more that oneDNN builds a primitive for."""
