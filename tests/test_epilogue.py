@@ -44,9 +44,38 @@ def test_matmul_bias_activation_is_one_launch(device, seed):
     z = g.add(g.matmul(x, w), b)
     g.output("y", g.mul(g.apply(act, [z])[0], z))
     feeds = {"x": rng.standard_normal((*batch, m, k)).astype(np.float32)}
+    if _vendor_takes(device, "matmul", [((*batch, m, k)), (k, n)], (*batch, m, n)):
+        # (the host's oneDNN takes a large product: the chain stays one fused kernel after it)
+        graph = _check(g, device, feeds, 2, 4)
+        assert [n.op for n in graph.needed()] == ["matmul", "fused_elementwise"]
+        return
     graph = _check(g, device, feeds, 1, 4)
     [node] = graph.needed()
     assert node.op == "matmul" and [s[0] for s in node.attrs["epilogue"]] == ["add", act, "mul"]
+
+
+def _vendor_takes(device, op: str, shapes, out) -> bool:
+    """Whether the device's vendor library takes a float32 product of these shapes."""
+    vendor = (device if hasattr(device, "vendor_op") else dl.device(device)).vendor_op(op)
+    f32 = np.dtype(np.float32)
+    types = [TensorType(tuple(s), f32) for s in shapes]
+    return vendor is not None and vendor.accepts(types, [TensorType(tuple(out), f32)], get(op).prepare(types, {})[0])
+
+
+def test_a_large_host_product_stays_on_the_vendor_library_with_its_chain_after_it(rng):
+    """On the host with oneDNN, a product above NUMPY_MNK runs sgemm and its chain one bound fused kernel; a
+    small one takes the chain as its epilogue (NumPy's product); both match float64."""
+    host = dl.device("host")
+    for m, k, n in ((120, 96, 80), (10, 12, 8)):
+        g = dl.Graph()
+        x = g.input("x", (m, k))
+        w = g.constant(rng.standard_normal((k, n)).astype(np.float32))
+        g.output("y", g.relu(g.add(g.matmul(x, w), g.constant(rng.standard_normal(n).astype(np.float32)))))
+        feeds = {"x": rng.standard_normal((m, k)).astype(np.float32)}
+        large = _vendor_takes("host", "matmul", [(m, k), (k, n)], (m, n))
+        assert large is (host.vendor_op("matmul") is not None and m * k * n > 262144)
+        graph = _check(g, "host", feeds, 2 if large else 1, 3)
+        assert [v.op for v in graph.needed()] == (["matmul", "fused_elementwise"] if large else ["matmul"])
 
 
 def test_gemm_residual_and_lone_relu(device, rng):

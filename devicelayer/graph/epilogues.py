@@ -5,7 +5,7 @@ group (or one fusable node) on its device reads, makes product and chain one nod
 chain as its ``epilogue`` (``kernels/ops/epilogue.py``): one kernel launch where there were two.  It does so only
 where the chain writes its last step alone, the result keeps the product's shape and dtype, the product with the
 epilogue runs on the device, and no vendor library would take the product there (a vendor-library product keeps
-the chain as the fused kernel after it; the host's NumPy product counts as the op's own).
+the chain as the fused kernel after it; on the host, NumPy's product, which runs the small ones, is the op's own).
 """
 
 from __future__ import annotations
@@ -25,9 +25,8 @@ PRODUCERS = ("matmul", "gemm")
 
 def _vendor_takes(device: Any, node: Node, ins: Sequence[TensorType], out: TensorType,
                   attrs: Mapping[str, Any]) -> bool:
-    """Whether the device's vendor library would run ``node`` as written (a kernel device only)."""
-    if device.info.kernel_language == "python":
-        return False
+    """Whether the device's vendor library would run ``node`` as written (the host's too: there a product large
+    enough for oneDNN stays on oneDNN's team, where NumPy's would wake BLAS's threads between its calls)."""
     vendor = device.vendor_op(node.op)
     accepts = getattr(vendor, "accepts", None)
     return vendor is not None and (accepts is None or bool(accepts(ins, [out], dict(attrs))))
