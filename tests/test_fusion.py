@@ -322,3 +322,46 @@ def test_a_changed_graph_is_refused_after_fusion(device):
             plan(**feeds)
     finally:
         plan.release()
+
+
+@pytest.mark.parametrize("swapped", [False, True])
+def test_silu_is_one_swish_on_the_host_and_one_fused_kernel_elsewhere(device, swapped, rng):
+    """x * sigmoid(x) (either operand order) is swish on the host (one library call); a kernel device keeps the
+    chain as one fused kernel. A sigmoid read elsewhere too, or of another tensor, stays as it is."""
+    g = dl.Graph()
+    x = g.input("x", (2, 8, 5, 5))
+    s = g.sigmoid(x)
+    g.output("y", g.mul(s, x) if swapped else g.mul(x, s))
+    other = g.input("o", (2, 8, 5, 5))
+    s2 = g.sigmoid(other)
+    g.output("kept", g.mul(x, s2))  # the sigmoid of another tensor
+    feeds = {"x": rng.standard_normal((2, 8, 5, 5)).astype(np.float32) * 4,
+             "o": rng.standard_normal((2, 8, 5, 5)).astype(np.float32)}
+    plan = g.compile([device])
+    try:
+        ops = sorted(n.op for n in plan.graph.needed())
+        host = dl.device(device).info.kernel_language == "python" if isinstance(device, str) else \
+            device.info.kernel_language == "python"
+        assert ops == (["fused_elementwise", "swish"] if host else ["fused_elementwise", "fused_elementwise"])
+        got, want = poisoned_run(plan, feeds), reference64(g, feeds)
+        for name in want:
+            close(got[name], want[name], 2e-4)
+    finally:
+        plan.release()
+
+
+def test_silu_whose_sigmoid_is_also_an_output_is_not_replaced(rng):
+    g = dl.Graph()
+    x = g.input("x", (3, 7))
+    s = g.sigmoid(x)
+    g.output("s", s)
+    g.output("y", g.mul(x, s))
+    plan = g.compile(["host"])
+    try:
+        assert "swish" not in [n.op for n in plan.graph.needed()]
+        feeds = {"x": rng.standard_normal((3, 7)).astype(np.float32)}
+        got, want = poisoned_run(plan, feeds), reference64(g, feeds)
+        for name in want:
+            close(got[name], want[name], 2e-4)
+    finally:
+        plan.release()

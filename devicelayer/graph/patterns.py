@@ -2,12 +2,13 @@
 
 A PyTorch export (or an older opset) spells LayerNorm as ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul,
 Add; GELU as Div, Erf, Add, Mul, Mul (or its tanh form); Softmax as ReduceMax, Sub, Exp, ReduceSum, Div; GroupNorm
-as Reshape, InstanceNormalization, Reshape, Mul, Add; attention as MatMul(Q, Transpose(K)), a scale, an optional
-constant mask, Softmax and MatMul(., V).  Each
+as Reshape, InstanceNormalization, Reshape, Mul, Add; SiLU as Sigmoid and Mul; attention as MatMul(Q,
+Transpose(K)), a scale, an optional constant mask, Softmax and MatMul(., V).  Each
 matcher here checks the structure exactly (axes, keepdims, the constants: epsilon, sqrt(2), 0.5, 1, 0.044715,
 sqrt(2/pi)) and that every intermediate is read only inside the pattern, and gives a ``Replacement``: the
 pattern's nodes, the op standing for them and its inputs.  A replacement is kept only where its op runs on the
-device the pattern's nodes were placed on; elsewhere the nodes stay as they are.
+device the pattern's nodes were placed on; elsewhere the nodes stay as they are.  SiLU's swish replaces its
+pattern on the host only (``HOST_ONLY``), where one library call beats NumPy's passes.
 """
 
 from __future__ import annotations
@@ -313,6 +314,19 @@ def gelu(g: _Graph, top: Node) -> Replacement | None:
     return None
 
 
+def swish(g: _Graph, top: Node) -> Replacement | None:
+    """x * sigmoid(x) (SiLU, as exporters write it: a Sigmoid whose only reader multiplies it by its input)."""
+    if top.op != "mul" or len(top.inputs) != 2:
+        return None
+    for x, s in ((top.inputs[0], top.inputs[1]), (top.inputs[1], top.inputs[0])):
+        sig = s.producer
+        if sig is None or sig.op != "sigmoid" or sig.inputs[0] is not x or x.constant is not None \
+                or g.types[id(x)].dtype.kind != "f" or not g.internal(s, [top]):
+            continue
+        return Replacement("swish", [top, sig], "swish", {"alpha": 1.0}, [x], [top.outputs[0]])
+    return None
+
+
 # -- GroupNorm -------------------------------------------------------------------------------------------------------
 def _per_channel(v: Value | None, rank: int, channels: int) -> np.ndarray | None:
     """A constant varying along axis 1 only (of a rank-``rank`` tensor), as a (channels,) array; else None."""
@@ -425,8 +439,12 @@ def attention(g: _Graph, last: Node) -> Replacement | None:
                        [last.outputs[0]])
 
 
-MATCHERS: tuple[Callable[[_Graph, Node], Replacement | None], ...] = (layer_norm, softmax, gelu, group_norm,
-                                                                     attention)
+#: ops that replace their pattern on the host only: a kernel device computes their chain (x * sigmoid(x)) as one
+#: fused kernel anyway, which may also join a product's epilogue
+HOST_ONLY = frozenset({"swish"})
+
+MATCHERS: tuple[Callable[[_Graph, Node], Replacement | None], ...] = (layer_norm, softmax, gelu, swish,
+                                                                     group_norm, attention)
 
 
 def find(nodes: list[Node], types: Mapping[int, TensorType], outputs: set[int], readers: Mapping[int, list[Node]],
@@ -448,6 +466,8 @@ def find(nodes: list[Node], types: Mapping[int, TensorType], outputs: set[int], 
             if len(devices) != 1:
                 continue
             r.device = device_of(r.members[0])
+            if r.op in HOST_ONLY and r.device.info.kernel_language != "python":
+                continue
             if not _runs(r, types):
                 continue
             taken.update(id(m) for m in r.members)
