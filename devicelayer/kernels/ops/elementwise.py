@@ -295,6 +295,10 @@ class Clip(Unary):
     def numpy(x, lo, hi):  # type: ignore[override]
         return np.clip(x, lo, hi)
 
+    @staticmethod
+    def numpy_into(x, lo, hi, out):  # type: ignore[override]
+        np.clip(x, lo, hi, out=out)
+
     def plan(self, inputs, outputs, attrs, info):  # float32 push constants cannot hold inf: clamp to max float
         big = float(np.finfo(np.float64 if inputs[0].dtype == np.float64 else np.float32).max)
         attrs = {"min": max(attrs["min"], -big), "max": min(attrs["max"], big)}
