@@ -145,20 +145,14 @@ def layer_norm(g: _Graph, mean1: Node) -> Replacement | None:
     members = [mean1, sub, square, mean2, add, sqrt, div]
     inputs = [x]
     last = div
-    nxt = g.only(div.outputs[0])
-    if nxt is not None and nxt.op == "mul":
-        scale = _other(nxt, div.outputs[0])
-        if scale is not None and scale.producer is None:
-            members.append(nxt)
-            inputs.append(scale)
-            last = nxt
-            nxt = g.only(nxt.outputs[0])
-            if nxt is not None and nxt.op == "add":
-                bias = _other(nxt, last.outputs[0])
-                if bias is not None and bias.producer is None:
-                    members.append(nxt)
-                    inputs.append(bias)
-                    last = nxt
+    for op in ("mul", "add"):  # the scale, then (only after one) the bias: each a constant
+        nxt = g.only(last.outputs[0])
+        param = _other(nxt, last.outputs[0]) if nxt is not None and nxt.op == op else None
+        if param is None or param.producer is not None:
+            break
+        members.append(nxt)
+        inputs.append(param)
+        last = nxt
     if g.types[id(last.outputs[0])].shape != g.shape(x):
         return None
     return Replacement("layer_normalization", members, "layer_normalization", {"axis": axis, "epsilon": eps},
