@@ -85,16 +85,21 @@ class OnednnEltwise(HostVendor):
         n = ins[0].size * ins[0].dtype.itemsize
         layer = self.route(ins, attrs)
         if layer is None or (np.may_share_memory(x[:n], y[:n]) and x.ctypes.data != y.ctypes.data):
-            from devicelayer.kernels.op import get
-
-            op = get(self.name)
-            dt = ins[0].dtype
-            xs, ys = x[:n].view(dt), y[:n].view(dt)
-
-            def apart() -> None:  # (computed apart: an eager out= over part of its input, or NumPy's dtypes)
-                ys[...] = op.reference([xs], attrs)[0]
-            return apart
+            dt = ins[0].dtype  # (computed apart: an eager out= over part of its input, or NumPy's dtypes)
+            return reference_call(self.name, [x[:n].view(dt)], y[:n].view(dt), attrs)
         return layer_call(layer, x, y, ins[0].size)
+
+
+def reference_call(name: str, xs: list[np.ndarray], y: np.ndarray, attrs: dict) -> Callable[[], None]:
+    """Op ``name``'s NumPy reference from ``xs`` into ``y`` as a call: where oneDNN does not run a layer, or its
+    output overlaps an input."""
+    from devicelayer.kernels.op import get
+
+    op = get(name)
+
+    def apart() -> None:
+        y[...] = op.reference(xs, attrs)[0]
+    return apart
 
 
 def cached_layer(dev: Any, key: tuple, build: Callable[[], Any], elements: int) -> Any:

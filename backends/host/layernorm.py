@@ -17,7 +17,7 @@ from typing import Any, Callable
 from . import dnnl as host_dnnl, omp as host_omp
 from .backend import HostVendor
 from .dnnl_layers import LayerNormLayer
-from .eltwise import cached_layer, is_small
+from .eltwise import cached_layer, is_small, reference_call
 from .stretch import team_call
 
 
@@ -50,16 +50,8 @@ class OnednnLayerNorm(HostVendor):
         layer = self.route(ins, attrs)
         start, stop = y.ctypes.data, y.ctypes.data + n
         if layer is None or any(v.ctypes.data < stop and start < v.ctypes.data + v.nbytes for v in views):
-            from devicelayer.kernels.op import get
-
-            op = get(self.name)
-            arrays = [v.view(t.dtype).reshape(t.shape) for v, t in zip(views, ins)]
-            ys = y.view(ins[0].dtype).reshape(ins[0].shape)
-
-            def apart() -> None:
-                ys[...] = op.reference(arrays, attrs)[0]
-            return apart
+            return reference_call(self.name, [v.view(t.dtype).reshape(t.shape) for v, t in zip(views, ins)],
+                                  y.view(ins[0].dtype).reshape(ins[0].shape), attrs)
         px, params, py = views[0].ctypes.data, [v.ctypes.data for v in views[1:]], y.ctypes.data
         call = lambda keep=(views, y): layer.run(px, params, py)  # noqa: E731
-        small = is_small(ins[0].size)
-        return team_call(host_omp.alone(host_dnnl.library(), call) if small else call, not small)
+        return team_call(host_omp.alone(host_dnnl.library(), call), False)  # (``route`` takes small ones only)

@@ -270,6 +270,12 @@ def splits(n: int, nbytes: int) -> bool:
     return min(HOST_THREADS, n, nbytes // PARALLEL_MIN_BYTES) > 1
 
 
+def bound_parallel(fn: Callable[[int, int], Any], n: int, nbytes: int) -> Callable[[], None]:
+    """``parallel(fn, n, nbytes)`` as a call made once (a recorded host launch): ``fn(0, n)`` itself where the
+    work would not be split."""
+    return functools.partial(parallel, fn, n, nbytes) if splits(n, nbytes) else functools.partial(fn, 0, n)
+
+
 #: set in a thread while it runs a piece of a ``parallel`` call: a ``parallel`` call inside one runs in place (its
 #: pieces queued behind the outer ones on the same helpers would wait for threads that wait for them)
 _in_piece = threading.local()

@@ -10,13 +10,13 @@ floats computed in float32); bfloat16 runs on the host, computed in float32.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
 
 from ..dialect import KernelSpec, Param, dialect_type
-from ..op import Launch, Plan, TensorType, activation_attr, groups_for, local_1d, parallel, register, splits
+from ..op import (Launch, Plan, TensorType, activation_attr, bound_parallel, groups_for, local_1d, parallel,
+                  register)
 from .binary import MAX_RANK, broadcast_shape, broadcast_strides, check_dtype_same, collapse, unravel
 from .elementwise import relu_into
 from .reduce import acc_type, add, bool_attr, float_attr, fmax, int_attr, known_attrs, norm_axis
@@ -86,8 +86,7 @@ class Softmax(_AxisRowOp):
         rows = self._rows(inputs, outputs, attrs)
         if rows is None:
             return super().bind_into(inputs, outputs, attrs)
-        piece, n, nbytes = rows
-        return functools.partial(parallel, piece, n, nbytes) if splits(n, nbytes) else functools.partial(piece, 0, n)
+        return bound_parallel(*rows)
 
     def _rows(self, inputs, outputs, attrs) -> tuple[Any, int, int] | None:
         """(piece(lo, hi) over outer indices lo..hi, outer indices, bytes touched); None for 16-bit or empty x."""
@@ -254,10 +253,7 @@ class LayerNormalization(FloatKernelOp):
         rows = self._rows(inputs, outputs, attrs, bound=True)
         if rows is None:
             return super().bind_into(inputs, outputs, attrs)
-        piece, n, nbytes = rows
-        if splits(n, nbytes):
-            return functools.partial(parallel, piece, n, nbytes)
-        return functools.partial(piece, 0, n)
+        return bound_parallel(*rows)
 
     def _rows(self, inputs, outputs, attrs, bound: bool) -> tuple[Any, int, int] | None:
         """(piece(lo, hi) normalizing rows lo..hi, rows, bytes touched) for float32/64 with a scale and bias the
