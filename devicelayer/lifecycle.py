@@ -16,6 +16,13 @@ host transfer's event, for one).  Work the program gave up on (a kernel that
 never ends, whose ``wait(timeout)`` raised ``EventTimeout``) would then hold the
 process forever.  So at exit, the objects of a device that still has work
 running are kept, never released: the process's memory goes with it anyway.
+Drivers also tear down what they still hold in their own native exit handlers,
+after the interpreter has finalized (NVIDIA's Vulkan driver waits there for the
+device to go idle).  So where work is still running at exit, the C library's
+exit ends the process with its exit status as soon as the interpreter has
+finalized (Python's own files are flushed and closed by then), skipping the
+native exit handlers of the libraries loaded before (where the C library has
+``on_exit``, as glibc does).
 """
 
 from __future__ import annotations
@@ -67,6 +74,23 @@ def _at_exit() -> None:
     if stuck:
         keep_forever(stuck)
         keep_forever(_objects_of(stuck))
+    if any(not d._forked for d in stuck):
+        _end_before_native_exit_handlers()
+
+
+def _end_before_native_exit_handlers() -> bool:
+    """Have the C library's ``exit`` call ``_exit(status)`` before the native exit handlers registered so far
+    (drivers' teardown, which may wait for the work still running); False where the C library cannot."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        on_exit = libc.on_exit  # glibc: handlers run as handler(status, arg), newest first
+    except (OSError, AttributeError, ImportError):
+        return False
+    on_exit.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    on_exit.restype = ctypes.c_int
+    return on_exit(ctypes.cast(libc._exit, ctypes.c_void_p), None) == 0
 
 
 def _objects_of(devices: list[Any]) -> list[Any]:

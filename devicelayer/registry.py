@@ -60,14 +60,21 @@ class _Registry:
         #: backends started in this process or, before a fork, in a parent: name -> pid of the process
         self._started: dict[str, int] = {}
         self._parents: list[dict[str, Backend]] = []  # what parents loaded (kept: never released in a child)
+        #: backends started one at a time (``device(id)`` before any call that needs them all), and why others
+        #: could not start; ``load`` starts the rest and keeps these
+        self._single: dict[str, Backend] = {}
+        self._single_failed: dict[str, list[Unavailable]] = {}
 
     def after_fork_in_child(self) -> None:
         """In a forked child: load afresh on first use (the parent's devices are unusable here)."""
         if self._loaded is not None:
             self._parents.append(self._loaded)
+        if self._single:
+            self._parents.append(self._single)
         self._lock = threading.Lock()
         self._loaded = None
         self._unavailable = []
+        self._single, self._single_failed = {}, {}
 
     def _refused_after_fork(self, name: str, cls: type[Backend]) -> str | None:
         """Why ``name`` cannot start in this process: a parent started it before forking this one."""
@@ -116,34 +123,10 @@ class _Registry:
             candidates = self._candidates()
             wanted = self.requested()
             names = wanted if wanted is not None else list(candidates)
-            loaded: dict[str, Backend] = {}
-            unavailable: list[Unavailable] = []
-            classes: dict[str, type[Backend]] = {}
-            for name in names:
-                target = candidates[name]
-                try:
-                    classes[name] = _backend_class(target)
-                except BackendUnavailable as exc:
-                    unavailable.append(Unavailable(name, str(exc)))
-                except Exception as exc:  # a broken plugin must not take the others down
-                    unavailable.append(Unavailable(name, f"failed to start: {type(exc).__name__}: {exc}"))
-            refused = {name: why for name, cls in classes.items() if (why := self._refused_after_fork(name, cls))}
-            refused.update(probe.verdicts(_probe_requests(classes, candidates, refused)))
-            for name, cls in classes.items():
-                if name in refused:
-                    unavailable.append(Unavailable(name, refused[name]))
-                    continue
-                try:
-                    backend = cls()
-                    list(backend.devices())  # a backend that cannot list its devices is unusable too
-                    loaded[name] = backend
-                    self._started[name] = os.getpid()
-                    for what, reason in backend.unavailable_devices():
-                        unavailable.append(Unavailable(name, f"{what}: {reason}"))
-                except BackendUnavailable as exc:
-                    unavailable.append(Unavailable(name, str(exc)))
-                except Exception as exc:  # a broken plugin must not take the others down
-                    unavailable.append(Unavailable(name, f"failed to start: {type(exc).__name__}: {exc}"))
+            rest = [n for n in names if n not in self._single and n not in self._single_failed]
+            started, failed = self._start(rest, candidates)
+            loaded = {n: self._single.get(n) or started[n] for n in names if n in self._single or n in started}
+            unavailable = [u for n in names for u in self._single_failed.get(n, failed.get(n, []))]
             if wanted is None:
                 order = sorted(loaded, key=lambda n: -loaded[n].priority)
             else:
@@ -151,12 +134,67 @@ class _Registry:
             self._loaded = {n: loaded[n] for n in order}
             rank = {n: i for i, n in enumerate(names)}
             self._unavailable = sorted(unavailable, key=lambda u: rank.get(u.backend, len(rank)))
+            self._single, self._single_failed = {}, {}
             return self._loaded
+
+    def one(self, name: str) -> tuple[Backend | None, list[Unavailable]]:
+        """Backend ``name`` (started alone where the others have not been), or None with why it is unavailable
+        (nothing where no installed backend, or none ``DEVICELAYER_BACKENDS`` names, has that name)."""
+        with self._lock:
+            if self._loaded is None:
+                if name in self._single or name in self._single_failed:
+                    return self._single.get(name), self._single_failed.get(name, [])
+                candidates = self._candidates()
+                wanted = self.requested()
+                if name not in candidates or (wanted is not None and name not in wanted):
+                    return None, []
+                started, failed = self._start([name], candidates)
+                if name in started:
+                    self._single[name] = started[name]
+                self._single_failed[name] = failed.get(name, [])
+                return started.get(name), self._single_failed[name]
+        loaded = self.load()
+        return loaded.get(name), [u for u in self._unavailable if u.backend == name]
+
+    def _start(self, names: list[str], candidates: dict[str, str]) -> tuple[dict[str, Backend],
+                                                                            dict[str, list[Unavailable]]]:
+        """Start the named backends (a probe process first for those whose driver could crash this one): the
+        started ones, and per name why it or some of its devices are unavailable."""
+        started: dict[str, Backend] = {}
+        failed: dict[str, list[Unavailable]] = {n: [] for n in names}
+        classes: dict[str, type[Backend]] = {}
+        for name in names:
+            target = candidates[name]
+            try:
+                classes[name] = _backend_class(target)
+            except BackendUnavailable as exc:
+                failed[name].append(Unavailable(name, str(exc)))
+            except Exception as exc:  # a broken plugin must not take the others down
+                failed[name].append(Unavailable(name, f"failed to start: {type(exc).__name__}: {exc}"))
+        refused = {name: why for name, cls in classes.items() if (why := self._refused_after_fork(name, cls))}
+        refused.update(probe.verdicts(_probe_requests(classes, candidates, refused)))
+        for name, cls in classes.items():
+            if name in refused:
+                failed[name].append(Unavailable(name, refused[name]))
+                continue
+            try:
+                backend = cls()
+                list(backend.devices())  # a backend that cannot list its devices is unusable too
+                started[name] = backend
+                self._started[name] = os.getpid()
+                for what, reason in backend.unavailable_devices():
+                    failed[name].append(Unavailable(name, f"{what}: {reason}"))
+            except BackendUnavailable as exc:
+                failed[name].append(Unavailable(name, str(exc)))
+            except Exception as exc:  # a broken plugin must not take the others down
+                failed[name].append(Unavailable(name, f"failed to start: {type(exc).__name__}: {exc}"))
+        return started, failed
 
     def reset(self) -> None:
         with self._lock:
-            backends, self._loaded = self._loaded, None
-        for backend in (backends or {}).values():
+            backends, self._loaded = {**self._single, **(self._loaded or {})}, None
+            self._single, self._single_failed = {}, {}
+        for backend in backends.values():
             for dev in backend.devices():
                 try:
                     dev.close()
@@ -226,25 +264,28 @@ def unavailable() -> list[Unavailable]:
 
 
 def device(id: str | Device) -> Device:
-    """The device with this id: ``"host"``, ``"opencl:1"``, ``"vulkan:0"``; a bare backend name means its first device."""
+    """The device with this id: ``"host"``, ``"opencl:1"``, ``"vulkan:0"``; a bare backend name means its first
+    device.  Only that device's backend is started (the others start when a call needs them)."""
     if isinstance(id, Device):
         return id
     if not isinstance(id, str) or not id:
         raise InvalidArgument(f"device: expected an id such as 'opencl:0', got {id!r}")
-    loaded = _registry.load()
     name, _, index_text = id.partition(":")
     if index_text and not index_text.isdigit():
+        _registry.requested()  # (a bad DEVICELAYER_BACKENDS is named first, as every loading call names it)
         raise DeviceNotFound(f"device id {id!r} is malformed: expected BACKEND or BACKEND:INDEX")
     index = int(index_text) if index_text else 0
-    if name not in loaded:
-        for u in _registry._unavailable:
+    backend, why = _registry.one(name)  # only this backend is started (the others start when they are asked for)
+    if backend is None:
+        for u in why:
             if u.backend == name:
                 raise BackendUnavailable(f"backend {name!r} is unavailable: {u.reason}")
+        loaded = _registry.load()
         raise DeviceNotFound(f"no device {id!r}: no backend named {name!r} (available: {', '.join(loaded) or 'none'})")
-    for dev in loaded[name].devices():
+    for dev in backend.devices():
         if dev.info.index == index:
             return dev
-    ids = [d.id for d in loaded[name].devices()]
+    ids = [d.id for d in backend.devices()]
     raise DeviceNotFound(f"no device {id!r}; {name} has {', '.join(ids) or 'no devices'}")
 
 

@@ -83,7 +83,8 @@ def test_the_routes_were_both_taken(route, rng):
         assert taken[before:] and set(taken[before:]) == {expected}
 
 
-def test_tuning_times_both_routes_and_keeps_the_faster(rng):
+def test_tuning_times_both_routes_and_keeps_the_faster(rng, tmp_path, monkeypatch):
+    monkeypatch.setenv("DEVICELAYER_CACHE", str(tmp_path))  # no choice stored by an earlier run
     cuda_conv, cuda_dnn = _conv_module()
     if cuda_dnn.library() is None:
         pytest.skip("cuDNN is not installed")
@@ -106,3 +107,48 @@ def test_without_cudnn_the_backend_uses_im2col():
                          text=True, env=env, timeout=120, check=True).stdout
     extras = next(d["extras"] for d in json.loads(out)["devices"] if d["backend"] == "cuda")
     assert extras["cudnn"] is None and extras["vendor_ops"]["conv"].startswith("im2col")
+
+
+STORED_ROUTES = '''
+import json, sys
+sys.path.insert(0, "tests")
+import numpy as np
+import devicelayer as dl
+from devicelayer.kernels import ops
+from op_cases import run_and_reference
+
+dev = next(d for d in dl.devices() if d.info.backend == "cuda")
+rng = np.random.default_rng(7)
+report = []
+for shape, wshape, pads in (((1, 16, 19, 19), (20, 16, 3, 3), [1, 1, 1, 1]), ((2, 8, 17, 17), (8, 8, 1, 1), [0] * 4)):
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal(wshape).astype(np.float32)
+    got, want, _ = run_and_reference(dev, "conv", [x, w], {"pads": pads, "activation": "relu"})
+    err = float(np.abs(got[0] - want[0]).max() / np.abs(want[0]).max())
+    (how, _, times), = [v for k, v in dev._conv_routes.items() if k[1] == (shape, wshape)]
+    report.append({"how": how, "stored": times.get("stored", False), "err": err})
+print(json.dumps(report))
+'''
+
+
+def test_a_later_process_takes_the_stored_choices_without_timing(tmp_path):
+    """Cold start: the routes and cuDNN algorithms one process measured are read back by the next (same disk
+    cache), which times nothing; a corrupt cache file is measured anew."""
+    env = {**os.environ, "DEVICELAYER_CACHE": str(tmp_path)}
+
+    def run() -> list:
+        out = subprocess.run([sys.executable, "-c", STORED_ROUTES], capture_output=True, text=True, env=env,
+                             cwd=os.path.dirname(os.path.dirname(__file__)), timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    first, second = run(), run()
+    assert [r["stored"] for r in first] == [False, False]
+    assert [r["stored"] for r in second] == [True, True]
+    assert [r["how"] for r in second] == [r["how"] for r in first]
+    assert all(r["err"] < 2e-5 for r in first + second), (first, second)
+    files = list((tmp_path / "tuned").glob("conv-*.json"))
+    assert len(files) == 1
+    files[0].write_text("{broken")
+    assert [r["stored"] for r in run()] == [False, False]
+

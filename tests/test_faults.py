@@ -742,6 +742,46 @@ def test_process_exits_after_giving_up_on_a_kernel_that_never_ends(device, owner
     assert time.monotonic() - t0 < 60
 
 
+EXIT_WITH_STATUS = '''
+import sys
+sys.path.insert(0, "tests")
+import numpy as np
+import devicelayer as dl
+from kernels import SPIN, SPIN_GRID, source
+
+dev = dl.device(sys.argv[1])
+flag = dev.pool.allocate(64, np.int32)
+dev.pool.upload(flag, np.zeros(16, np.int32)).wait(60)
+run = dev.launch(dev.compile(source(SPIN, dev), "spin"), [flag, 5],
+                 *SPIN_GRID.get(dev.info.kernel_language, ((1,), None)))
+try:
+    run.wait(0.3)
+except dl.EventTimeout:
+    print("GAVE UP", flush=True)
+out = open(sys.argv[2], "w")
+out.write("kept")  # a Python file left open: finalization closes it
+sys.stdout.write("unflushed")  # Python's buffered stdout: flushed at finalization
+sys.exit(3)
+'''
+
+
+@pytest.mark.timeout(180)
+def test_exit_after_giving_up_on_work_keeps_its_status_and_output(device, tmp_path):
+    """Ending the process before the drivers' native exit handlers (work still running) keeps sys.exit's status,
+    Python's buffered output and the files Python had open."""
+    if device.info.kernel_language not in SPIN:
+        pytest.skip(f"no spinning kernel in {device.info.kernel_language}")
+    target = tmp_path / "out.txt"
+    try:
+        out = subprocess.run([sys.executable, "-c", EXIT_WITH_STATUS, device.id, str(target)], capture_output=True,
+                             text=True, cwd=ROOT, timeout=60)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the process did not exit within 60 s; it printed {exc.stdout!r}")
+    assert out.returncode == 3, out.stderr[-3000:]
+    assert out.stdout == "GAVE UP\nunflushed", out.stdout
+    assert target.read_text() == "kept"
+
+
 # -- a driver that crashes the process while its devices are listed ------------------------------------------------
 LIST_DEVICES = '''
 import devicelayer as dl

@@ -69,6 +69,42 @@ def test_environment_naming_no_installed_backend_is_an_invalid_argument_listing_
     assert lines[-1] == "fixed ['host']"  # the registry is not left broken
 
 
+def test_asking_for_one_device_starts_only_its_backend_and_the_rest_join_later():
+    """``device(id)`` starts that device's backend alone (a fresh process's first result does not wait for every
+    driver); ``devices()`` later starts the others and keeps the same device objects."""
+    out = run_python("""
+        import json, devicelayer as dl
+        from devicelayer.registry import _registry
+        host = dl.device("host")
+        started_first = sorted(_registry._single)
+        everything = dl.devices()
+        print(json.dumps({"first": started_first, "same": any(d is host for d in everything),
+                          "ids": [d.id for d in everything], "again": dl.device("host") is host}))
+        """)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["first"] == ["host"]
+    assert got["same"] and got["again"]
+    assert got["ids"] == [d.id for d in dl.devices()]
+
+
+def test_a_device_of_an_unavailable_or_unnamed_backend_is_refused_when_asked_for_alone():
+    out = run_python("""
+        import devicelayer as dl
+        for wanted in ("opencl:0", "warpdrive:0", "host:7"):
+            try:
+                dl.device(wanted)
+                print("accepted", wanted)
+            except (dl.BackendUnavailable, dl.DeviceNotFound) as exc:
+                print("refused", wanted, type(exc).__name__, "|", exc)
+        """, {"DEVICELAYER_BACKENDS": "host"})
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines[0].startswith("refused opencl:0 DeviceNotFound") and "available: host" in lines[0], lines
+    assert lines[1].startswith("refused warpdrive:0 DeviceNotFound"), lines
+    assert lines[2].startswith("refused host:7 DeviceNotFound") and "host has host" in lines[2], lines
+
+
 def test_unavailable_backend_has_reason_and_device_call_says_it():
     reasons = {u.backend: u.reason for u in dl.unavailable()}
     for name, reason in reasons.items():

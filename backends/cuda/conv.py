@@ -5,9 +5,11 @@ made (as ONNX Runtime's exhaustive cuDNN search and PyTorch's
 ``cudnn.benchmark`` do): cuDNN's timed search picks its algorithm, then the
 whole layer (bias and ReLU included) is timed through cuDNN and through
 im2col + cuBLAS on scratch buffers, as a captured CUDA graph so that only GPU
-time counts, and the faster runs it from then on. A
-geometry first seen while a stream is captured is not timed (cuDNN's
-heuristic choice runs it).
+time counts, and the faster runs it from then on. The choice (route and cuDNN
+algorithm) is kept in the disk cache (``devicelayer.tuning``), so a later
+process on the same GPU, driver and libraries takes it without timing. A
+geometry first seen while a stream is captured, with no stored choice, is not
+timed (cuDNN's heuristic choice runs it).
 """
 
 from __future__ import annotations
@@ -151,12 +153,40 @@ class DnnConv(Im2colConv):
         col = super().accepts(ins, outs, attrs)
         if layer is None:
             found = ("im2col" if col else "kernels", None, {})
-        elif not tune:
-            return ("dnn", layer)  # not kept: a later plan tunes it
         else:
-            found = self._tune(ins, outs, attrs, layer, col)
+            found = self._stored(key, layer, col)
+            if found is None and not tune:
+                try:
+                    layer.pick()  # cuDNN's heuristic choice
+                    return ("dnn", layer)  # not kept: a later plan tunes it
+                except cuda_dnn.DnnError as exc:  # no algorithm within the scratch limit
+                    self.dev._dnn().refuse(str(exc))
+                    found = ("im2col" if col else "kernels", None, {})
+            elif found is None:
+                found = self._tune(ins, outs, attrs, layer, col)
+                self._store(key, found)
         routes[key] = found
         return found[:2]
+
+    def _stored(self, key: tuple, layer: Any, col: bool) -> tuple[str, Any, dict] | None:
+        """The route an earlier process measured for this geometry (the disk cache), where it still applies."""
+        stored = self.dev._tuned("conv").get(repr(key))
+        if not isinstance(stored, dict):
+            return None
+        how = stored.get("how")
+        if how == "im2col" and col:
+            return ("im2col", None, {"stored": True})
+        if how == "dnn" and self.dev._dnn().adopt(layer, stored.get("algo")):
+            return ("dnn", layer, {"stored": True})
+        return None
+
+    def _store(self, key: tuple, found: tuple[str, Any, dict]) -> None:
+        """Keep a measured route for later processes (the kernels route needs no measuring: not kept)."""
+        how, layer, times = found
+        if how == "dnn":
+            self.dev._tuned("conv").put(repr(key), {"how": how, "algo": layer.algo, "times_ms": times})
+        elif how == "im2col":
+            self.dev._tuned("conv").put(repr(key), {"how": how, "times_ms": times})
 
     def _tune(self, ins: Any, outs: Any, attrs: dict, layer: Any, col: bool) -> tuple[str, Any, dict]:
         """Time the layer through cuDNN (after cuDNN's algorithm search) and through im2col on scratch buffers."""

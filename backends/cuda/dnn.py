@@ -3,7 +3,8 @@
 CuPy 14 has no cuDNN bindings, so this calls cuDNN's C API through ctypes: one
 handle per device (used under a lock, its stream set on every call), tensor,
 filter and convolution descriptors made once per layer geometry, the algorithm
-from cuDNN's heuristics or, when a layer is tuned, from cuDNN's timed search,
+from cuDNN's timed search when a layer is tuned, from an earlier process's search
+(the disk cache) or, on first use otherwise, from cuDNN's heuristics,
 and ``cudnnConvolutionBiasActivationForward`` where bias and ReLU fuse into
 the convolution.  float32 runs without TF32 (``CUDNN_FMA_MATH``): IEEE
 products, as the op library computes.
@@ -142,8 +143,26 @@ class _Layer:
         self.summand = summand
         # bias (+ Z) + ReLU in the convolution's epilogue (float32); otherwise Z, bias and ReLU follow as cuDNN calls
         self.fused = bool(relu and bias and dtype == np.float32)
-        self.algo, self.workspace = self._choose()
+        self._pick: tuple[int, int] | None = None  # (algorithm, scratch bytes): chosen on first use
         self.scalars = np.array([1, 0], np.float64 if dtype == np.float64 else np.float32)  # alpha/beta: one, zero
+
+    @property
+    def algo(self) -> int:
+        """The algorithm the layer runs: stored, searched, or else cuDNN's heuristic choice (made on first use)."""
+        return self.pick()[0]
+
+    @property
+    def workspace(self) -> int:
+        """Scratch bytes ``algo`` needs."""
+        return self.pick()[1]
+
+    def pick(self) -> tuple[int, int]:
+        if self._pick is None:
+            self._pick = self._choose()
+        return self._pick
+
+    def set_pick(self, algo: int, workspace: int) -> None:
+        self._pick = (int(algo), int(workspace))
 
     def _made(self, kind: str) -> Any:
         desc = ctypes.c_void_p()
@@ -230,9 +249,24 @@ class Dnn:
                 workspace, size), "cudnnFindConvolutionForwardAlgorithmEx")
         for k in range(count.value):  # fastest first
             if perf[k].status == 0 and perf[k].memory <= min(size, WORKSPACE_LIMIT):
-                layer.algo, layer.workspace = perf[k].algo, int(perf[k].memory)
+                layer.set_pick(perf[k].algo, perf[k].memory)
                 return float(perf[k].time)
         return float("inf")
+
+    def adopt(self, layer: _Layer, algo: Any) -> bool:
+        """Run ``layer`` with ``algo`` (a choice stored by an earlier search) where cuDNN still offers it within
+        the scratch limit; False, leaving the layer as it was, where it does not."""
+        if not isinstance(algo, int) or isinstance(algo, bool) or not 0 <= algo < _ALGOS:
+            return False
+        size = ctypes.c_size_t()
+        with self.lock:
+            if self.lib.cudnnGetConvolutionForwardWorkspaceSize(self.handle, layer.x, layer.w, layer.conv, layer.y,
+                                                                algo, ctypes.byref(size)):
+                return False
+        if size.value > WORKSPACE_LIMIT:
+            return False
+        layer.set_pick(algo, size.value)
+        return True
 
     def forward(self, layer: _Layer, stream: int, x: int, w: int, bias: int, y: int, workspace: int,
                 z: int = 0) -> None:

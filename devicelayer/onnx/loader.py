@@ -55,12 +55,14 @@ def np_dtype(elem_type: int) -> np.dtype:
 def read_model(source: Any) -> Any:
     """A checked ModelProto from a path, bytes or a ModelProto; GraphError when it is malformed."""
     onnx = _onnx()
+    serialized: bytes | None = None  # the model's bytes, where the checker may read them (no external data)
     if isinstance(source, onnx.ModelProto):
         model = source
     elif isinstance(source, (bytes, bytearray)):
+        serialized = bytes(source)
         model = onnx.ModelProto()
         try:
-            model.ParseFromString(bytes(source))
+            model.ParseFromString(serialized)
         except Exception as exc:
             raise GraphError(f"not an ONNX model (the protobuf does not parse): {exc}") from None
     elif isinstance(source, (str, os.PathLike)):
@@ -68,18 +70,22 @@ def read_model(source: Any) -> Any:
         if not path.is_file():
             raise GraphError(f"no ONNX model file at {str(path)!r}")
         try:
-            model = onnx.load(str(path), load_external_data=False)
+            serialized = path.read_bytes()
+            model = onnx.ModelProto()
+            model.ParseFromString(serialized)
         except Exception as exc:
             raise GraphError(f"{path}: not an ONNX model (the protobuf does not parse): "
                              f"{type(exc).__name__}: {exc}") from None
-        _load_external_data(model, path.parent)
+        if _load_external_data(model, path.parent):
+            serialized = None
     else:
         raise InvalidArgument(f"load: expected a path, bytes or an onnx.ModelProto, got {type(source).__name__}")
     if not model.graph.node and not model.graph.output:
         raise GraphError("the ONNX model fails the checker: it has an empty graph")
     try:
-        # full_check=False: the checker's structural checks; shapes are inferred per signature when compiled
-        onnx.checker.check_model(model)
+        # full_check=False: the checker's structural checks; shapes are inferred per signature when compiled.
+        # Given the bytes it was read from, the checker parses them itself instead of having the model serialized
+        onnx.checker.check_model(serialized if serialized is not None else model)
     except Exception as exc:
         first = " ".join(str(exc).strip().splitlines()[:3])[:500]
         if not _loads_anyway(model):
@@ -92,15 +98,17 @@ def read_model(source: Any) -> Any:
     return model
 
 
-def _load_external_data(model: Any, folder: Path) -> None:
+def _load_external_data(model: Any, folder: Path) -> bool:
     """Read the tensors a model file keeps in external files (beside it); GraphError naming the tensor and file
-    where one is missing or too short."""
+    where one is missing or too short.  Whether the model had any."""
     from onnx import TensorProto
     from onnx.external_data_helper import _get_all_tensors, load_external_data_for_tensor
 
+    found = False
     for t in _get_all_tensors(model):
         if t.data_location != TensorProto.EXTERNAL:
             continue
+        found = True
         info = {e.key: e.value for e in t.external_data}
         location = info.get("location")
         what = f"tensor {t.name!r}" if t.name else "a tensor"
@@ -113,6 +121,7 @@ def _load_external_data(model: Any, folder: Path) -> None:
         except Exception as exc:  # noqa: BLE001 - onnx raises several kinds for a bad location or a short file
             raise GraphError(f"{what}: its external data in {location!r} cannot be read: {type(exc).__name__}: "
                              f"{exc}") from None
+    return found
 
 
 def _loads_anyway(model: Any) -> bool:
