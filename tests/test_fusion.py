@@ -365,3 +365,59 @@ def test_silu_whose_sigmoid_is_also_an_output_is_not_replaced(rng):
             close(got[name], want[name], 2e-4)
     finally:
         plan.release()
+
+
+@pytest.mark.parametrize("bounds", [(0.0, 6.0), (-1.5, 0.25), (None, 1.0)])
+def test_a_clip_after_a_conv_is_the_convs_activation_on_the_host_only(device, bounds, rng):
+    """conv -> clip (ReLU6) is one conv with a clip activation on the host (oneDNN's post-op where it is
+    there); a kernel device keeps the clip. A clip of a conv that is also read elsewhere stays apart."""
+    g = dl.Graph()
+    x = g.input("x", (2, 6, 9, 9))
+    w = g.constant(rng.standard_normal((8, 6, 3, 3)).astype(np.float32))
+    b = g.constant(rng.standard_normal(8).astype(np.float32))
+    lo, hi = bounds
+    clip_attrs = {k: v for k, v in (("min", lo), ("max", hi)) if v is not None}
+    g.output("y", g.clip(g.conv(x, w, b, pads=[1, 1, 1, 1]), **clip_attrs))
+    shared = g.conv(x, w, pads=[1, 1, 1, 1], strides=[2, 2])
+    g.output("shared", shared)
+    g.output("clipped", g.clip(shared, min=0.0, max=6.0))
+    feeds = {"x": rng.standard_normal((2, 6, 9, 9)).astype(np.float32)}
+    plan = g.compile([device])
+    try:
+        host = dl.device(device).info.kernel_language == "python"
+        convs = [n for n in plan.graph.needed() if n.op == "conv"]
+        fused = [n for n in convs if n.attrs.get("activation") == "clip"]
+        assert len(convs) == 2 and len(fused) == (1 if host else 0)
+        if host:
+            want_lo = -math.inf if lo is None else lo
+            assert (fused[0].attrs["activation_min"], fused[0].attrs["activation_max"]) == (want_lo, hi)
+        got, want = poisoned_run(plan, feeds), reference64(g, feeds)
+        for name in want:
+            close(got[name], want[name], 2e-4)
+    finally:
+        plan.release()
+
+
+@pytest.mark.parametrize("attrs, match", [
+    ({"activation": "clip", "activation_min": 2.0, "activation_max": 1.0}, "greater than"),
+    ({"activation": "clip", "activation_min": float("nan")}, "must be a number"),
+    ({"activation": "clip", "activation_max": "6"}, "must be a number"),
+    ({"activation": "relu", "activation_max": 6.0}, "go with activation 'clip' only"),
+    ({"activation_min": 0.0}, "go with activation 'clip' only"),
+    ({"activation": "tanh"}, "must be 'relu'"),
+])
+def test_a_conv_activation_with_bad_bounds_is_refused(attrs, match):
+    types = [TensorType((1, 2, 5, 5), np.dtype(np.float32)), TensorType((3, 2, 3, 3), np.dtype(np.float32))]
+    with pytest.raises(dl.InvalidArgument, match=match):
+        OPS["conv"].prepare(types, attrs)
+
+
+def test_a_conv_clip_activation_is_refused_by_kernel_devices_and_run_by_the_host(device, rng):
+    types = [TensorType((1, 2, 5, 5), np.dtype(np.float32)), TensorType((3, 2, 3, 3), np.dtype(np.float32))]
+    attrs, _ = OPS["conv"].prepare(types, {"activation": "clip", "activation_min": 0.0, "activation_max": 0.5})
+    why = OPS["conv"].unsupported(types, attrs, dl.device(device).info)
+    assert (why is None) == (dl.device(device).info.kernel_language == "python"), why
+    x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
+    w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    y = OPS["conv"].reference([x.astype(np.float64), w.astype(np.float64)], attrs)[0]
+    assert y.min() >= 0.0 and y.max() <= 0.5 and 0 < np.count_nonzero(y == 0.5) < y.size

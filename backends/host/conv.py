@@ -1,7 +1,7 @@
 """Convolutions on the host through oneDNN, where it is installed.
 
 Every float32 convolution oneDNN can build (1-3-D, grouped, with bias, Z and
-ReLU) runs through it (``host_dnnl.ConvLayer``, one per geometry, kept in
+ReLU or a clip) runs through it (``host_dnnl.ConvLayer``, one per geometry, kept in
 ``HostDevice.onednn_layers``); the rest run the op's NumPy implementation.
 All of a model's convolutions go one way on purpose: oneDNN's OpenMP threads
 and OpenBLAS's threads each spin for a while after their work, and
@@ -28,6 +28,14 @@ from .dnnl_op import Binding, OnednnOp
 SMALL_FLOPS = 4_000_000
 
 
+def _clip(attrs: dict) -> tuple[float, float] | None:
+    """The bounds of a fused clip activation (oneDNN's post-op; unbounded ends as float32's largest), or None."""
+    if attrs.get("activation") != "clip":
+        return None
+    big = float(np.finfo(np.float32).max)
+    return (max(attrs["activation_min"], -big), min(attrs["activation_max"], big))
+
+
 class OnednnConv(OnednnOp):
     """Float32 convolutions through oneDNN (see the module's docstring)."""
 
@@ -39,12 +47,12 @@ class OnednnConv(OnednnOp):
         if ins[0].dtype not in host_dnnl.DTYPES or not 1 <= nd <= 3 or any(t.size == 0 for t in (*ins, *outs)):
             return None
         return (tuple(t.shape for t in ins), outs[0].shape, tuple(attrs["pads"]), tuple(attrs["strides"]),
-                tuple(attrs["dilations"]), attrs["group"], attrs.get("activation") == "relu")
+                tuple(attrs["dilations"]), attrs["group"], attrs.get("activation") == "relu", _clip(attrs))
 
     def _build(self, key: tuple, ins: Any, outs: Any, attrs: dict, binding: Binding) -> host_dnnl.ConvLayer:
         return host_dnnl.ConvLayer(ins[0].shape, ins[1].shape, outs[0].shape, attrs["pads"], attrs["strides"],
                                    attrs["dilations"], attrs["group"], len(ins) >= 3, len(ins) == 4,
-                                   attrs.get("activation") == "relu")
+                                   attrs.get("activation") == "relu", _clip(attrs))
 
     def small(self, ins: Any, outs: Any, attrs: dict) -> bool:
         """Convolutions of fewer than ``SMALL_FLOPS`` multiply-adds x 2 run on the calling thread alone."""

@@ -7,8 +7,9 @@ Transpose(K)), a scale, an optional constant mask, Softmax and MatMul(., V).  Ea
 matcher here checks the structure exactly (axes, keepdims, the constants: epsilon, sqrt(2), 0.5, 1, 0.044715,
 sqrt(2/pi)) and that every intermediate is read only inside the pattern, and gives a ``Replacement``: the
 pattern's nodes, the op standing for them and its inputs.  A replacement is kept only where its op runs on the
-device the pattern's nodes were placed on; elsewhere the nodes stay as they are.  SiLU's swish replaces its
-pattern on the host only (``HOST_ONLY``), where one library call beats NumPy's passes.
+device the pattern's nodes were placed on; elsewhere the nodes stay as they are.  SiLU's swish, and a Clip
+after a Conv (ReLU6) as the conv's clip activation, replace their patterns on the host only (``HOST_ONLY``),
+where one library call beats NumPy's passes (oneDNN clips in the convolution's post-op).
 """
 
 from __future__ import annotations
@@ -321,6 +322,21 @@ def swish(g: _Graph, top: Node) -> Replacement | None:
     return None
 
 
+def conv_clip(g: _Graph, top: Node) -> Replacement | None:
+    """conv -> clip (ReLU6, as MobileNets write it) as one conv with a clip activation: a constant-bounded Clip
+    that alone reads a conv without an activation of its own."""
+    if top.op != "clip" or len(top.inputs) != 1:
+        return None
+    conv = top.inputs[0].producer
+    if conv is None or conv.op != "conv" or conv.attrs.get("activation") is not None \
+            or g.only(top.inputs[0]) is not top:
+        return None
+    lo, hi = top.attrs.get("min", -math.inf), top.attrs.get("max", math.inf)
+    attrs = {**conv.attrs, "activation": "clip", "activation_min": -math.inf if lo is None else lo,
+             "activation_max": math.inf if hi is None else hi}
+    return Replacement("conv_clip", [top, conv], "conv", attrs, list(conv.inputs), [top.outputs[0]])
+
+
 # -- GroupNorm -------------------------------------------------------------------------------------------------------
 def _per_channel(v: Value | None, rank: int, channels: int) -> np.ndarray | None:
     """A constant varying along axis 1 only (of a rank-``rank`` tensor), as a (channels,) array; else None."""
@@ -435,10 +451,10 @@ def attention(g: _Graph, last: Node) -> Replacement | None:
 
 #: ops that replace their pattern on the host only: a kernel device computes their chain (x * sigmoid(x)) as one
 #: fused kernel anyway, which may also join a product's epilogue
-HOST_ONLY = frozenset({"swish"})
+HOST_ONLY = frozenset({"swish", "conv_clip"})
 
 MATCHERS: tuple[Callable[[_Graph, Node], Replacement | None], ...] = (layer_norm, softmax, gelu, swish,
-                                                                     group_norm, attention)
+                                                                     conv_clip, group_norm, attention)
 
 
 def find(nodes: list[Node], types: Mapping[int, TensorType], outputs: set[int], readers: Mapping[int, list[Node]],
@@ -460,7 +476,7 @@ def find(nodes: list[Node], types: Mapping[int, TensorType], outputs: set[int], 
             if len(devices) != 1:
                 continue
             r.device = device_of(r.members[0])
-            if r.op in HOST_ONLY and r.device.info.kernel_language != "python":
+            if (r.op in HOST_ONLY or r.kind in HOST_ONLY) and r.device.info.kernel_language != "python":
                 continue
             if not _runs(r, types):
                 continue

@@ -218,19 +218,28 @@ class Conv(_ConvBase):
     added after the bias (a fused residual Add); attributes strides, pads
     ([begin..., end...]), dilations, group, auto_pad (NOTSET, VALID, SAME_UPPER,
     SAME_LOWER), kernel_shape (must match W) and activation ("relu": applied
-    last, as a fused Relu).
+    last, as a fused Relu; "clip": clip(y, activation_min, activation_max) last, as a fused Clip, on the host
+    only, where oneDNN applies it in the convolution).
     """
 
     name = "conv"
-    attr_names = _ConvBase.attr_names | {"activation"}
+    attr_names = _ConvBase.attr_names | {"activation", "activation_min", "activation_max"}
     max_inputs = 4
 
     def check(self, inputs, attrs):
-        out = self._common(inputs, attrs)
-        activation = activation_attr(self, attrs, "the bias")
+        clip = attrs.get("activation") in ("clip", b"clip")
+        out = self._common(inputs, {k: v for k, v in attrs.items() if k not in ("activation_min", "activation_max")
+                                    and not (clip and k == "activation")})
         out.pop("activation", None)
-        if activation:
-            out["activation"] = activation
+        if clip:
+            out.update(activation="clip", **_clip_bounds(self, attrs))
+        else:
+            activation = activation_attr(self, attrs, "the bias")
+            extra = sorted({"activation_min", "activation_max"} & set(attrs))
+            if extra:
+                raise self.error(f"attribute(s) {extra} go with activation 'clip' only")
+            if activation:
+                out["activation"] = activation
         x, w = inputs[0].shape, inputs[1].shape
         nd, G = len(x) - 2, out["group"]
         if x[1] % G or w[0] % G:
@@ -295,7 +304,14 @@ class Conv(_ConvBase):
                 y += inputs[3].astype(ct, copy=False)
             if attrs.get("activation") == "relu":
                 np.maximum(y, 0, out=y)
+            elif attrs.get("activation") == "clip":
+                np.clip(y, attrs["activation_min"], attrs["activation_max"], out=y)
         return [y.astype(dtype, copy=False)]
+
+    def unsupported(self, inputs, attrs, info):
+        if attrs.get("activation") == "clip" and info.kernel_language != "python":
+            return "a fused clip activation runs on the host only"
+        return super().unsupported(inputs, attrs, info)
 
     def reference_into(self, inputs, outputs, attrs):
         if inputs[0].dtype == np.float16 or not inputs[0].size or not inputs[1].size or not outputs[0].size:
@@ -401,7 +417,8 @@ def _conv_into(inputs: Sequence[np.ndarray], y: np.ndarray, attrs: dict[str, Any
         else:
             _grouped_into(xp, w, G, s, d, y)
         _bias_activation(y, inputs[2] if len(inputs) >= 3 else None, attrs.get("activation"),
-                         inputs[3] if len(inputs) == 4 else None)
+                         inputs[3] if len(inputs) == 4 else None, (attrs.get("activation_min"),
+                                                                   attrs.get("activation_max")))
 
 
 def _grouped_into(xp: np.ndarray, w: np.ndarray, G: int, s: Sequence[int], d: Sequence[int], y: np.ndarray) -> None:
@@ -432,10 +449,25 @@ def _grouped_into(xp: np.ndarray, w: np.ndarray, G: int, s: Sequence[int], d: Se
     parallel(piece, G, N * (xp[0].nbytes * math.prod(k) + y[0].nbytes))
 
 
+def _clip_bounds(op: Op, attrs: dict[str, Any]) -> dict[str, float]:
+    """The checked bounds of a fused clip activation (numbers, not NaN, min <= max; a missing one unbounded)."""
+    out = {}
+    for name, default in (("activation_min", -math.inf), ("activation_max", math.inf)):
+        value = attrs.get(name, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+                or math.isnan(float(value)):
+            raise op.error(f"attribute {name!r} must be a number, got {value!r}")
+        out[name] = float(value)
+    if out["activation_min"] > out["activation_max"]:
+        raise op.error(f"activation_min ({out['activation_min']}) is greater than activation_max "
+                       f"({out['activation_max']})")
+    return out
+
+
 def _bias_activation(y: np.ndarray, bias: np.ndarray | None, activation: str | None,
-                     z: np.ndarray | None = None) -> None:
-    """``y += bias`` per channel, ``y += z``, then the activation, in place, spread over the host threads by
-    channels."""
+                     z: np.ndarray | None = None, bounds: tuple[Any, Any] = (None, None)) -> None:
+    """``y += bias`` per channel, ``y += z``, then the activation (relu, or clip to ``bounds``), in place, spread
+    over the host threads by channels."""
     if bias is None and activation is None and z is None:
         return
     b = None if bias is None else bias.reshape((1, -1) + (1,) * (y.ndim - 2))
@@ -448,6 +480,8 @@ def _bias_activation(y: np.ndarray, bias: np.ndarray | None, activation: str | N
             part += z[:, c0:c1]
         if activation == "relu":
             relu_into(part, part)
+        elif activation == "clip":
+            np.clip(part, bounds[0], bounds[1], out=part)
     parallel(piece, y.shape[1], 2 * y.nbytes)
 
 
