@@ -469,7 +469,8 @@ def test_softmax_through_onednn_matches_the_float64_reference(op, shape, axis, r
 
 
 @pytest.mark.parametrize("shape,axis,given", [((1, 25, 64), -1, 3), ((3, 7, 40), -1, 2), ((2, 5, 6, 8), -2, 3),
-                                              ((4, 300), -1, 1), ((1, 1, 7), 0, 3)])
+                                              ((4, 300), -1, 1), ((1, 1, 7), 0, 3),
+                                              ((4, 128, 256), -1, 3)])  # (the last: on oneDNN's team)
 def test_layer_normalization_through_onednn_matches_the_float64_reference(shape, axis, given, rng):
     host = dl.device("host")
     x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
@@ -493,3 +494,41 @@ def test_layer_normalization_onednn_does_not_take_runs_numpy(rng):
         got = dl.ops.run("layer_normalization", [dl.tensor(a, host) for a in arrays], **attrs)[0].numpy()
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     assert {k for k in host.onednn_layers if k[0] == "layer_normalization"} == before
+
+
+@pytest.mark.parametrize("shape,perm", [((1, 56, 56, 96), (0, 3, 1, 2)), ((2, 8, 128, 64), (0, 3, 1, 2)),
+                                        ((64, 64, 32), (2, 0, 1)), ((3, 1, 200, 300), (3, 1, 2, 0)),
+                                        ((4, 5, 6, 7, 8, 9), (5, 3, 1, 0, 2, 4))])
+def test_large_transposes_go_through_a_onednn_reorder_and_match_numpy(shape, perm, rng):
+    from devicelayer.backends.host.transpose import simplified
+
+    host = dl.device("host")
+    x = rng.standard_normal(shape).astype(np.float32)
+    got = _run_poisoned("transpose", [x], tuple(shape[p] for p in perm), perm=list(perm))
+    np.testing.assert_array_equal(got, x.transpose(perm))
+    assert ("transpose", simplified(shape, perm), ()) in host.onednn_layers
+
+
+def test_small_float64_identity_and_overlapping_transposes_run_numpy(rng):
+    host = dl.device("host")
+    before = {k for k in host.onednn_layers if k[0] == "transpose"}
+    for x, perm in [(rng.standard_normal((3, 4, 5)).astype(np.float32), (2, 0, 1)),  # small: the calling thread
+                    (rng.standard_normal((64, 64, 32)), (2, 0, 1)),  # float64
+                    (rng.standard_normal((64, 1, 1024)).astype(np.float32), (1, 0, 2)),  # an identity once simplified
+                    (rng.standard_normal((4, 16, 8400)).astype(np.float32), (1, 0, 2))]:  # whole rows move
+        got = dl.ops.run("transpose", [dl.tensor(x, host)], perm=list(perm))[0].numpy()
+        np.testing.assert_array_equal(got, x.transpose(perm))
+    assert {k for k in host.onednn_layers if k[0] == "transpose"} == before
+    x = rng.standard_normal((128, 128)).astype(np.float32)  # an eager output over its own input: computed apart
+    tx = dl.tensor(x, host)
+    dl.ops.run("transpose", [tx], out=[tx], perm=[1, 0])
+    np.testing.assert_array_equal(tx.numpy(), x.T)
+
+
+def test_simplified_transposes_drop_unit_axes_and_merge_neighbours():
+    from devicelayer.backends.host.transpose import simplified
+
+    assert simplified((1, 56, 56, 384), (0, 3, 1, 2)) == ((3136, 384), (1, 0))
+    assert simplified((2, 3, 4), (0, 1, 2)) == ((24,), (0,))
+    assert simplified((2, 1, 4, 5), (2, 3, 1, 0)) == ((2, 20), (1, 0))
+    assert simplified((1, 1), (1, 0)) == ((), ())

@@ -275,9 +275,9 @@ class HostDevice(Device):
         return (fn, geometry), sig
 
     def vendor_op(self, name: str) -> Any:
-        """oneDNN for float32 convolutions, pools, batch and layer normalization, channel shuffles and concatenation,
-        activations and other elementwise functions (``eltwise``), softmax, and matrix products where it is installed;
-        NumPy for the rest."""
+        """oneDNN for float32 convolutions, pools, batch and layer normalization, channel shuffles, large transposes and
+        concatenation, activations and other elementwise functions (``eltwise``), softmax, and matrix products where
+        it is installed; NumPy for the rest."""
         if host_dnnl.library() is None:
             return None
         # (they build on this module's HostVendor)
@@ -293,6 +293,10 @@ class HostDevice(Device):
             from .layernorm import OnednnLayerNorm
 
             return OnednnLayerNorm(self, name, f"oneDNN {host_dnnl.version()}")
+        if name == "transpose":
+            from .transpose import OnednnTranspose
+
+            return OnednnTranspose(self, name, f"oneDNN {host_dnnl.version()}")
 
         kinds = {"conv": host_conv.OnednnConv, "gemm": host_gemm.OnednnGemm, "matmul": host_gemm.OnednnGemm,
                  "max_pool": host_dnnl_ops.OnednnPool, "average_pool": host_dnnl_ops.OnednnPool,

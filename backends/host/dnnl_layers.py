@@ -102,28 +102,50 @@ class NormLayer(_OutputLayer):
             self._finish(self.prim, self.args, y, "batch normalization")
 
 
-class ShuffleLayer(Layer):
-    """A channel shuffle as one reorder: output channel j·group + i is input channel i·(C/group) + j, each side
-    NCHW or channels-last (every tensor seen as (N, C/group, group, spatial) with its own strides)."""
+class _ReorderLayer(Layer):
+    """One reorder from X's strides to Y's over one shape (float32)."""
 
-    def __init__(self, x: Sequence[int], group: int, x_last: bool, y_last: bool) -> None:
-        super().__init__()
-        n, c, s = x[0], x[1], math.prod(x[2:])
-        k = c // group
-        shape = (n, k, group, s)
-        src = (c * s, 1, k, c) if x_last else (c * s, s, k * s, 1)
-        dst = (c * s, group, 1, c) if y_last else (c * s, group * s, s, 1)
+    what = "reorder"
+
+    def _build(self, shape: Sequence[int], src: Sequence[int], dst: Sequence[int]) -> None:
         md_x, md_y = self._strided_md(shape, src), self._strided_md(shape, dst)
         self.m_x, self.m_y = self._memory(md_x), self._memory(md_y)
         self.prim, self.args = self._reorder(md_x, md_y, self.m_x, self.m_y)
 
     def run(self, x: int, y: int) -> None:
-        """Y = channel_shuffle(X) at these addresses."""
+        """Y = X moved at these addresses."""
         with self.lock:
             self.m_x.point(x)
             self.m_y.point(y)
-            self._execute(self.prim, self.args, "shuffle")
+            self._execute(self.prim, self.args, self.what)
             self._wait()
+
+
+class ShuffleLayer(_ReorderLayer):
+    """A channel shuffle as one reorder: output channel j·group + i is input channel i·(C/group) + j, each side
+    NCHW or channels-last (every tensor seen as (N, C/group, group, spatial) with its own strides)."""
+
+    what = "shuffle"
+
+    def __init__(self, x: Sequence[int], group: int, x_last: bool, y_last: bool) -> None:
+        super().__init__()
+        n, c, s = x[0], x[1], math.prod(x[2:])
+        k = c // group
+        src = (c * s, 1, k, c) if x_last else (c * s, s, k * s, 1)
+        dst = (c * s, group, 1, c) if y_last else (c * s, group * s, s, 1)
+        self._build((n, k, group, s), src, dst)
+
+
+class TransposeLayer(_ReorderLayer):
+    """A transpose as one reorder: output axis k is input axis perm[k], both sides plain row-major."""
+
+    what = "transpose"
+
+    def __init__(self, x: Sequence[int], perm: Sequence[int]) -> None:
+        super().__init__()
+        y = [x[p] for p in perm]
+        x_strides = [math.prod(x[k + 1:]) for k in range(len(x))]
+        self._build(y, [x_strides[p] for p in perm], [math.prod(y[k + 1:]) for k in range(len(y))])
 
 
 class ConcatLayer(Layer):

@@ -3,10 +3,11 @@
 NumPy's layer normalization is about ten passes (mean, centring, the sum of squares, the inverse deviation,
 scale and shift), each a call whose fixed cost is most of the time on a transformer's small rows; oneDNN's is
 one JIT kernel.  Float32 tensors with a scale and a shift of one row (the ONNX export's form) run it, seen as
-rows of (R, K) over the normalized axes, where they are small enough to run on the calling thread alone
-(``eltwise.is_small``); other dtypes, per-row parameters, the statistics outputs and larger tensors run NumPy.
-(Larger ones would wake oneDNN's OpenMP team between products NumPy's BLAS runs on its own threads: on the 2-core
-VM that alternation slowed a whole BERT-mini run 1.7x, though each call timed alone was faster.)
+rows of (R, K) over the normalized axes: small ones on the calling thread alone (``eltwise.is_small``), larger
+ones on oneDNN's OpenMP team, which the transformer's large products (oneDNN's since the epilogue pass asks the
+host's vendor library) keep awake anyway; other dtypes, per-row parameters and the statistics outputs run NumPy.
+(Before the large products moved to oneDNN, a layer norm on the team woke it between OpenBLAS products: that
+alternation slowed a BERT-mini run 1.7x on the 2-core VM.)
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ from .stretch import team_call
 
 
 class OnednnLayerNorm(HostVendor):
-    """``layer_normalization`` through oneDNN for small float32 tensors whose scale and bias are rows of K elements."""
+    """``layer_normalization`` through oneDNN for float32 tensors whose scale and bias are rows of K elements."""
 
     def route(self, ins: Any, attrs: dict) -> LayerNormLayer | None:
         """The layer running these inputs (built once per view and parameters), None where NumPy runs them."""
         x = ins[0]
-        if x.dtype not in host_dnnl.DTYPES or not x.size or not is_small(x.size) or attrs.get("stats") \
+        if x.dtype not in host_dnnl.DTYPES or not x.size or attrs.get("stats") \
                 or any(t.dtype != x.dtype for t in ins[1:]):
             return None
         k = math.prod(x.shape[attrs["axis"]:])
@@ -54,4 +55,5 @@ class OnednnLayerNorm(HostVendor):
                                   y.view(ins[0].dtype).reshape(ins[0].shape), attrs)
         px, params, py = views[0].ctypes.data, [v.ctypes.data for v in views[1:]], y.ctypes.data
         call = lambda keep=(views, y): layer.run(px, params, py)  # noqa: E731
-        return team_call(host_omp.alone(host_dnnl.library(), call), False)  # (``route`` takes small ones only)
+        small = is_small(ins[0].size)
+        return team_call(host_omp.alone(host_dnnl.library(), call) if small else call, not small)
