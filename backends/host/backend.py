@@ -275,9 +275,9 @@ class HostDevice(Device):
         return (fn, geometry), sig
 
     def vendor_op(self, name: str) -> Any:
-        """oneDNN for float32 convolutions, pools, batch and layer normalization, channel shuffles, large transposes and
-        concatenation, activations and other elementwise functions (``eltwise``), softmax, and matrix products where
-        it is installed; NumPy for the rest."""
+        """oneDNN for float32 convolutions, pools, batch and layer normalization, channel shuffles, large transposes,
+        additions, subtractions, products and quotients, concatenation, activations and other elementwise functions
+        (``eltwise``), softmax, and matrix products where it is installed; NumPy for the rest."""
         if host_dnnl.library() is None:
             return None
         # (they build on this module's HostVendor)
@@ -293,6 +293,10 @@ class HostDevice(Device):
             from .layernorm import OnednnLayerNorm
 
             return OnednnLayerNorm(self, name, f"oneDNN {host_dnnl.version()}")
+        if name in ("add", "sub", "mul", "div"):
+            from .binary import OnednnBinary
+
+            return OnednnBinary(self, name, f"oneDNN {host_dnnl.version()}")
         if name == "transpose":
             from .transpose import OnednnTranspose
 

@@ -40,6 +40,7 @@ _CONVOLUTION_DIRECT = 1
 _ELTWISE_RELU = 32
 _ELTWISE_CLIP = 0x2F  # dnnl_eltwise_clip_v2: alpha <= y <= beta
 ARG_SRC, ARG_WEIGHTS, ARG_BIAS, ARG_DST = 1, 33, 41, 17
+ARG_SRC_1 = 2  # a binary primitive's second input
 ARG_MEAN, ARG_VARIANCE, ARG_SCALE, ARG_SHIFT, ARG_MULTIPLE_SRC = 49, 50, 51, 52, 1024
 _CPU_ENGINE = 1
 _STREAM_DEFAULT = 1
@@ -117,6 +118,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "dnnl_eltwise_forward_primitive_desc_create": ([pp, p, i, i, p, p, f, f, p], i),
         "dnnl_softmax_forward_primitive_desc_create": ([pp, p, i, i, p, p, i, p], i),
         "dnnl_layer_normalization_forward_primitive_desc_create": ([pp, p, i, p, p, p, f, ctypes.c_uint, p], i),
+        "dnnl_binary_primitive_desc_create": ([pp, p, i, p, p, p, p], i),
         "dnnl_primitive_desc_query": ([p, i, i, p], i), "dnnl_primitive_desc_query_md": ([p, i, i], p),
         "dnnl_primitive_desc_destroy": ([p], i),
         "dnnl_primitive_create": ([pp, p], i), "dnnl_primitive_destroy": ([p], i),

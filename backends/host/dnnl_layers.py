@@ -12,7 +12,7 @@ import ctypes
 import math
 from typing import Any, Sequence
 
-from .dnnl import (ARG_DST, ARG_MEAN, ARG_MULTIPLE_SRC, ARG_SCALE, ARG_SHIFT, ARG_SRC, ARG_VARIANCE,
+from .dnnl import (ARG_DST, ARG_MEAN, ARG_MULTIPLE_SRC, ARG_SCALE, ARG_SHIFT, ARG_SRC, ARG_SRC_1, ARG_VARIANCE,
                         FORWARD_INFERENCE, VECTOR, Layer, check, dims, tag)
 
 POOL_MAX, POOL_AVG_INCLUDE_PAD, POOL_AVG_EXCLUDE_PAD = 0x1FF, 0x2FF, 0x3FF
@@ -198,6 +198,33 @@ class EltwiseLayer(Layer):
             self.m_x.point(x)
             self.m_y.point(y)
             self._execute(self.prim, self.args, "eltwise")
+            self._wait()
+
+
+class BinaryLayer(Layer):
+    """oneDNN's binary primitive ``alg``: Y = A op B over plain float32 tensors of one rank, Y of A's shape, B
+    broadcast along its axes of one element."""
+
+    def __init__(self, a: Sequence[int], b: Sequence[int], alg: int) -> None:
+        super().__init__()
+        md_a, md_b = self._md(a, len(a) + 1), self._md(b, len(b) + 1)  # ab, abc...: plain row-major
+        self.m_a, self.m_b, self.m_y = self._memory(md_a), self._memory(md_b), self._memory(md_a)
+        pd = ctypes.c_void_p()
+        check(self.lib, self.lib.dnnl_binary_primitive_desc_create(
+            ctypes.byref(pd), self.eng.engine, alg, md_a, md_b, md_a, self._attr()),
+            "dnnl_binary_primitive_desc_create")
+        self._described(pd)
+        self.prim = self._primitive(pd)
+        self.args = self._args([(ARG_SRC, self.m_a), (ARG_SRC_1, self.m_b), (ARG_DST, self.m_y)]
+                               + self._scratchpad(pd))
+
+    def run(self, a: int, b: int, y: int) -> None:
+        """Y = A op B at these addresses."""
+        with self.lock:
+            self.m_a.point(a)
+            self.m_b.point(b)
+            self.m_y.point(y)
+            self._execute(self.prim, self.args, "binary")
             self._wait()
 
 
