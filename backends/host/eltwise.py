@@ -102,6 +102,20 @@ def reference_call(name: str, xs: list[np.ndarray], y: np.ndarray, attrs: dict) 
     return apart
 
 
+def apart_or_layer(vendor: Any, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> Callable[[], None]:
+    """A one-input route's call on these buffers: ``vendor.route(ins, attrs)``'s layer, or the op's NumPy reference
+    where there is none or the output overlaps the input (the layer does not run in place)."""
+    pool = vendor.dev.pool
+    t, u = ins[0], outs[0]
+    n = t.size * t.dtype.itemsize
+    x, y = pool._bytes(in_bufs[0])[:n], pool._bytes(out_bufs[0])[:n]
+    layer = vendor.route(ins, attrs)
+    if layer is None or (x.ctypes.data < y.ctypes.data + n and y.ctypes.data < x.ctypes.data + n):
+        return reference_call(vendor.name, [x.view(t.dtype).reshape(t.shape)], y.view(u.dtype).reshape(u.shape),
+                              attrs)
+    return layer_call(layer, x, y, t.size)
+
+
 def cached_layer(dev: Any, key: tuple, build: Callable[[], Any], elements: int) -> Any:
     """The device's oneDNN layer under ``key``, built once (on the calling thread alone where ``elements`` float32
     elements are small); None, remembered with oneDNN's reason, where oneDNN cannot build it."""

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from .backend import HostVendor
 from .dnnl_layers import SoftmaxLayer
 from . import dnnl as host_dnnl
-from .eltwise import cached_layer, layer_call, reference_call
+from .eltwise import apart_or_layer, cached_layer
 
 #: tensors with fewer elements run NumPy
 MIN_ELEMENTS = 1024
@@ -50,12 +50,4 @@ class OnednnSoftmax(HostVendor):
 
     def bind(self, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> Callable[[], None]:
         """The op on these buffers as a call on the host worker (NumPy where the output overlaps the input)."""
-        pool = self.dev.pool
-        n = ins[0].size * ins[0].dtype.itemsize
-        x, y = pool._bytes(in_bufs[0])[:n], pool._bytes(out_bufs[0])[:n]
-        layer = self.route(ins, attrs)
-        if layer is None or (x.ctypes.data < y.ctypes.data + n and y.ctypes.data < x.ctypes.data + n):
-            t = ins[0]
-            return reference_call(self.name, [x.view(t.dtype).reshape(t.shape)], y.view(t.dtype).reshape(t.shape),
-                                  attrs)
-        return layer_call(layer, x, y, ins[0].size)
+        return apart_or_layer(self, ins, outs, attrs, in_bufs, out_bufs)

@@ -14,12 +14,10 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from . import dnnl as host_dnnl
 from .backend import HostVendor
 from .dnnl_layers import TransposeLayer
-from .eltwise import cached_layer, is_small, layer_call, reference_call
+from .eltwise import apart_or_layer, cached_layer, is_small
 
 #: oneDNN's most dimensions (DNNL_MAX_NDIMS)
 MAX_DIMS = 12
@@ -58,12 +56,4 @@ class OnednnTranspose(HostVendor):
 
     def bind(self, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> Callable[[], None]:
         """The transpose on these buffers as a call on the host worker (NumPy where the two overlap)."""
-        pool = self.dev.pool
-        n = ins[0].size * ins[0].dtype.itemsize
-        x, y = pool._bytes(in_bufs[0])[:n], pool._bytes(out_bufs[0])[:n]
-        layer = self.route(ins, attrs)
-        if layer is None or np.may_share_memory(x, y):
-            dt = ins[0].dtype
-            return reference_call(self.name, [x.view(dt).reshape(ins[0].shape)], y.view(dt).reshape(outs[0].shape),
-                                  attrs)
-        return layer_call(layer, x, y, ins[0].size)
+        return apart_or_layer(self, ins, outs, attrs, in_bufs, out_bufs)
