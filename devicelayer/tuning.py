@@ -61,13 +61,11 @@ class TunedChoices:
     def put(self, key: str, value: Any) -> None:
         """Store a JSON-able choice, kept with the choices other processes stored meanwhile."""
         path = self.path()
-        with self._lock:
-            self._current()[key] = value
-            with locked(path):
-                entries = self._read(path)
-                entries[key] = value
-                self._entries.update(entries)
-                write(path, json.dumps({"identity": self.identity, "entries": entries}, indent=0).encode())
+        with self._lock, locked(path):
+            entries = self._read(path)
+            entries[key] = value
+            self._current().update(entries)
+            write(path, json.dumps({"identity": self.identity, "entries": entries}, indent=0).encode())
 
     def __len__(self) -> int:
         with self._lock:

@@ -183,10 +183,9 @@ class DnnConv(Im2colConv):
     def _store(self, key: tuple, found: tuple[str, Any, dict]) -> None:
         """Keep a measured route for later processes (the kernels route needs no measuring: not kept)."""
         how, layer, times = found
-        if how == "dnn":
-            self.dev._tuned("conv").put(repr(key), {"how": how, "algo": layer.algo, "times_ms": times})
-        elif how == "im2col":
-            self.dev._tuned("conv").put(repr(key), {"how": how, "times_ms": times})
+        if how in ("dnn", "im2col"):
+            extra = {"algo": layer.algo} if how == "dnn" else {}
+            self.dev._tuned("conv").put(repr(key), {"how": how, "times_ms": times, **extra})
 
     def _tune(self, ins: Any, outs: Any, attrs: dict, layer: Any, col: bool) -> tuple[str, Any, dict]:
         """Time the layer through cuDNN (after cuDNN's algorithm search) and through im2col on scratch buffers."""

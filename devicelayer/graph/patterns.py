@@ -451,7 +451,7 @@ def attention(g: _Graph, last: Node) -> Replacement | None:
 
 #: ops that replace their pattern on the host only: a kernel device computes their chain (x * sigmoid(x)) as one
 #: fused kernel anyway, which may also join a product's epilogue
-HOST_ONLY = frozenset({"swish", "conv_clip"})
+HOST_ONLY = frozenset({"swish", "conv_clip"})  # pattern kinds
 
 MATCHERS: tuple[Callable[[_Graph, Node], Replacement | None], ...] = (layer_norm, softmax, gelu, swish,
                                                                      conv_clip, group_norm, attention)
@@ -476,7 +476,7 @@ def find(nodes: list[Node], types: Mapping[int, TensorType], outputs: set[int], 
             if len(devices) != 1:
                 continue
             r.device = device_of(r.members[0])
-            if (r.op in HOST_ONLY or r.kind in HOST_ONLY) and r.device.info.kernel_language != "python":
+            if r.kind in HOST_ONLY and r.device.info.kernel_language != "python":
                 continue
             if not _runs(r, types):
                 continue
