@@ -146,7 +146,8 @@ class Device:
         (index -> NumPy array) never change, so it can prepare them once.  An op with
         ``private_layout`` (a name), ``layout_input(index)`` and ``with_layout(in_private,
         out_private)`` can exchange tensors in a layout of its own with its neighbours in a plan
-        (``devicelayer/graph/layout.py``).
+        (``devicelayer/graph/layout.py``); ``offers_layout(inputs, outputs, attrs)``, where
+        present, limits that to the calls it serves faster so.
         """
         return None
 

@@ -152,3 +152,110 @@ def test_a_later_process_takes_the_stored_choices_without_timing(tmp_path):
     files[0].write_text("{broken")
     assert [r["stored"] for r in run()] == [False, False]
 
+
+
+def _half_block(g, x, c, rng, name):
+    """conv-relu, conv-relu, conv + x (the summand), relu, in float16, with a plain conv + bias after it."""
+    def weights(m, cin, k):
+        return g.constant((rng.standard_normal((m, cin, k, k)) / np.sqrt(cin * k * k)).astype(np.float16))
+    bias = g.constant(rng.standard_normal(c).astype(np.float16))
+    a = g.conv(x, weights(c, c, 1), bias, activation="relu", name=f"{name}a")
+    b = g.conv(a, weights(c, c, 3), bias, pads=[1, 1, 1, 1], activation="relu", name=f"{name}b")
+    return g.conv(b, weights(c, c, 1), bias, x, activation="relu", name=f"{name}c")
+
+
+def _graph64(g, feeds):
+    """The graph's outputs computed node by node in float64."""
+    from devicelayer.kernels.op import get
+    from devicelayer.kernels.op import TensorType
+
+    vals = {id(v): feeds[v.name].astype(np.float64) for v in g.inputs}
+    for n in g.order():
+        ins = [vals[id(v)] if v.constant is None else v.constant.astype(np.float64) for v in n.inputs]
+        checked, _ = get(n.op).prepare([TensorType(a.shape, a.dtype) for a in ins], dict(n.attrs))
+        for v, out in zip(n.outputs, get(n.op).reference(ins, checked)):
+            vals[id(v)] = out
+    return {name: vals[id(v)] for name, v in g.outputs.items()}
+
+
+@pytest.mark.parametrize("mode", ["channels-last", "ends-channels-last-computed-nchw", "nchw"])
+def test_half_precision_layers_keep_channels_last_between_them_where_it_is_faster(rng, tmp_path, monkeypatch,
+                                                                                  mode):
+    """float16 convolutions that cuDNN runs faster channels-last keep their tensors so between them; the ends a
+    plan keeps NCHW (the caller's input, a graph output, a tanh reader) are converted; a layer whose ends are
+    channels-last may still compute NCHW (its ends converted); results match float64."""
+    monkeypatch.setenv("DEVICELAYER_CACHE", str(tmp_path))
+    cuda_conv, cuda_dnn = _conv_module()
+    if cuda_dnn.library() is None:
+        pytest.skip("cuDNN is not installed")
+    faster = mode != "nchw"
+    monkeypatch.setattr(cuda_conv, "routes_best", lambda dev, key: float("inf") if faster else 0.0)
+    if mode == "ends-channels-last-computed-nchw":
+        monkeypatch.setattr(cuda_conv.DnnConv, "_computes_last", lambda self, ins, outs, attrs: False)
+    dev = CUDA[0]
+    dev._conv_routes.clear()  # routes decided by earlier tests would stand
+    c = {"channels-last": 24, "nchw": 20, "ends-channels-last-computed-nchw": 16}[mode]  # geometries of their own
+    g = dl.Graph()
+    x = g.input("x", (2, c, 11, 11), np.float16)
+    h = _half_block(g, x, c, rng, "b1")
+    h = _half_block(g, h, c, rng, "b2")
+    side = g.tanh(h, name="side")  # the op kernels read it: NCHW
+    h = _half_block(g, h, c, rng, "b3")
+    g.output("y", h)
+    g.output("side", side)
+    plan = g.compile([dev])
+    feeds = {"x": rng.standard_normal((2, c, 11, 11)).astype(np.float16)}
+    plan(**{"x": np.full_like(feeds["x"], np.nan)})  # the arena holds NaN where a run leaves it unwritten
+    got, want = plan(**feeds), _graph64(g, feeds)
+    for name in want:
+        scale = float(np.abs(want[name]).max())
+        np.testing.assert_allclose(got[name].astype(np.float64), want[name], rtol=2e-2, atol=2e-2 * scale)
+    from devicelayer.kernels.runner import vendor_of
+
+    inner = plan._plans()[0] if hasattr(plan, "_plans") else plan
+    bindings = {s.node.name: vendor_of(s.op_plan)._binding for s in inner._prepared.steps if s.kind == "node"
+                and vendor_of(s.op_plan) is not None}
+    if not faster:
+        assert all(b == (frozenset(), False) for b in bindings.values())
+        return
+    assert bindings["b1a"] == (frozenset(), True)  # x comes from the caller
+    assert bindings["b1c"][1] and bindings["b2c"][0] == {0, 3}
+    assert not bindings["b2c"][1]  # tanh reads it
+    assert bindings["b3a"][0] == frozenset() and bindings["b3c"] == ({0}, False)  # its summand: NCHW; y: an output
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_cudnn_epilogue_fused_or_apart_gives_the_same_result(rng, dtype):
+    """A layer's bias + summand + ReLU through cuDNN's fused call and through the backend's own pass agree."""
+    cuda_conv, cuda_dnn = _conv_module()
+    if cuda_dnn.library() is None:
+        pytest.skip("cuDNN is not installed")
+    dev = CUDA[0]
+    op = dev.vendor_op("conv")
+    x = rng.standard_normal((2, 8, 10, 10)).astype(dtype)
+    w = (rng.standard_normal((12, 8, 3, 3)) / 6).astype(dtype)
+    b = rng.standard_normal(12).astype(dtype)
+    z = rng.standard_normal((2, 12, 10, 10)).astype(dtype)
+    attrs = {"pads": [1, 1, 1, 1], "strides": [1, 1], "dilations": [1, 1], "group": 1, "activation": "relu"}
+    want = run_and_reference(dev, "conv", [x, w, b, z], attrs)[1][0]
+    from devicelayer.kernels.op import TensorType
+
+    ins = [TensorType(a.shape, a.dtype) for a in (x, w, b, z)]
+    outs = [TensorType(z.shape, z.dtype)]
+    layer = op._layer(ins, outs, attrs)
+    import cupy
+
+    results = []
+    with dev.cu_device:
+        arrays = [cupy.asarray(a) for a in (x, w, b, z)]
+        for fused in (True, False):
+            layer.fused = fused
+            y = cupy.full(z.shape, np.nan, dtype)
+            stream = cupy.cuda.Stream(non_blocking=True)
+            op._dnn_forward(stream, ins, outs, attrs, layer, *(a.data.ptr for a in arrays[:3]), y.data.ptr,
+                            arrays[3].data.ptr)
+            stream.synchronize()
+            results.append(cupy.asnumpy(y).astype(np.float64))
+    tol = TOL[dtype]
+    for got in results:
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * float(np.abs(want).max()))

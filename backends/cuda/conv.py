@@ -50,16 +50,42 @@ def _im2col() -> Any:
 
 def _epilogue() -> Any:
     """y += bias per output channel (when given), y += z (when given), then ReLU (when asked; NaN stays NaN),
-    in one pass."""
+    in one pass; y (N, M, P) or, ``last``, channels-last (N, P, M)."""
     if "epilogue" not in _kernels:
         _kernels["epilogue"] = cupy.ElementwiseKernel(
-            "raw T b, raw T z, int32 P, int32 M, int32 has_bias, int32 has_z, int32 relu", "T y",
+            "raw T b, raw T z, int32 P, int32 M, int32 has_bias, int32 has_z, int32 relu, int32 last", "T y",
             """
-            T v = has_bias ? (T)(y + b[(i / P) % M]) : y;
+            T v = has_bias ? (T)(y + b[last ? i % M : (i / P) % M]) : y;
             if (has_z) v = v + z[i];
             y = (relu && v <= (T)0) ? (T)0 : v;
             """, "devicelayer_conv_epilogue")
     return _kernels["epilogue"]
+
+
+def _relayout() -> Any:
+    """y = x from (N, C, S) to channels-last (N, S, C), or back (``to_last`` 0)."""
+    if "relayout" not in _kernels:
+        _kernels["relayout"] = cupy.ElementwiseKernel(
+            "raw T x, int64 C, int64 S, int32 to_last", "T y",
+            """
+            long long r = i;
+            if (to_last) { long long c = r % C; r /= C; long long s = r % S; r /= S; y = x[(r * C + c) * S + s]; }
+            else { long long s = r % S; r /= S; long long c = r % C; r /= C; y = x[(r * S + s) * C + c]; }
+            """, "devicelayer_conv_relayout")
+    return _kernels["relayout"]
+
+
+def epilogue(index: int, ins: Any, outs: Any, attrs: dict, b: int, y: int, z: int, last: bool = False) -> None:
+    """Bias, summand and ReLU of a convolution on y (device addresses; the current stream), where it has any."""
+    xt, yt = ins[0], outs[0]
+    relu = attrs.get("activation") == "relu"
+    if len(ins) >= 3 or relu:
+        M, P = yt.shape[1], math.prod(yt.shape[2:])
+        one = _at(y, (1,), xt.dtype, index)  # stands in for an absent operand (never read)
+        bias = _at(b, ins[2].shape, xt.dtype, index) if len(ins) >= 3 else one
+        summand = _at(z, yt.shape, xt.dtype, index) if len(ins) == 4 else one
+        _epilogue()(bias, summand, np.int32(P), np.int32(M), np.int32(len(ins) >= 3), np.int32(len(ins) == 4),
+                    np.int32(relu), np.int32(last), _at(y, yt.shape, yt.dtype, index))
 
 
 def im2col_conv(dev: Any, stream: Any, ins: Any, outs: Any, attrs: dict, x: int, w: int, b: int, y: int,
@@ -89,13 +115,7 @@ def im2col_conv(dev: Any, stream: Any, ins: Any, outs: Any, attrs: dict, x: int,
                 _im2col()(xs, n0 * image, C, *in3, *k3, *out3, *s3, *p3, *d3, col[:nb])
                 blas.gemm(stream.ptr, xt.dtype, False, False, M, P, K, 1.0, w, K, 0, col.data.ptr, P, K * P, 0.0,
                           y + n0 * M * P * size, P, M * P, nb)
-        relu = attrs.get("activation") == "relu"
-        if len(ins) >= 3 or relu:
-            one = _at(y, (1,), xt.dtype, index)  # stands in for an absent operand (never read)
-            bias = _at(b, ins[2].shape, xt.dtype, index) if len(ins) >= 3 else one
-            summand = _at(z, yt.shape, xt.dtype, index) if len(ins) == 4 else one
-            _epilogue()(bias, summand, np.int32(P), np.int32(M), np.int32(len(ins) >= 3), np.int32(len(ins) == 4),
-                        np.int32(relu), _at(y, yt.shape, yt.dtype, index))
+        epilogue(index, ins, outs, attrs, b, y, z)
 
 
 def _addresses(in_bufs: Any, out_bufs: Any) -> tuple[int, int, int, int, int]:
@@ -120,15 +140,49 @@ class Im2colConv(_Vendor):
 
 class DnnConv(Im2colConv):
     """Convolution through cuDNN or im2col + cuBLAS, whichever ran the layer faster when it was tuned; layers
-    cuDNN's legacy API cannot describe (asymmetric pads, tensors of 2**31 elements or more) use im2col."""
+    cuDNN's legacy API cannot describe (asymmetric pads, tensors of 2**31 elements or more) use im2col.
 
-    def _layer(self, ins: Any, outs: Any, attrs: dict) -> "cuda_dnn._Layer | None":
-        """The cuDNN layer of this convolution, None when cuDNN cannot run it."""
+    Half-precision 2-D layers that cuDNN runs faster on channels-last activations offer that layout to their
+    neighbours in a plan (``private_layout``): where a plan keeps a tensor channels-last between two such
+    layers, neither converts it; an end the plan keeps NCHW is converted in one pass."""
+
+    #: the device-private layout (activations (N, H, W, C); filters stay as the graph has them)
+    private_layout = "cuda-channels-last"
+
+    def __init__(self, dev: Any, name: str, library: str,
+                 binding: tuple[frozenset[int], bool] = (frozenset(), False)) -> None:
+        super().__init__(dev, name, library)
+        self._library, self._binding = library, binding
+
+    # -- layouts a plan negotiates ------------------------------------------------------------
+    def layout_input(self, index: int) -> bool:
+        """The input and the summand can be read channels-last."""
+        return index in (0, 3)
+
+    def offers_layout(self, ins: Any, outs: Any, attrs: dict) -> bool:
+        """Whether this call runs faster channels-last (tuned once per geometry)."""
+        return self.route(ins, outs, attrs, last=True)[0] == "dnn"
+
+    def with_layout(self, in_last: frozenset[int], out_last: bool) -> "DnnConv":
+        """This op reading inputs ``in_last`` and writing its output channels-last (``out_last``)."""
+        return DnnConv(self.dev, self.name, self._library, (frozenset(in_last), bool(out_last)))
+
+    @property
+    def _last(self) -> bool:
+        """Whether this op runs its layers channels-last (some end of it is)."""
+        return bool(self._binding[0] or self._binding[1])
+
+    # -- routes -------------------------------------------------------------------------------
+    def _layer(self, ins: Any, outs: Any, attrs: dict, last: bool = False) -> "cuda_dnn._Layer | None":
+        """The cuDNN layer of this convolution (channels-last activations where ``last``), None when cuDNN
+        cannot run it."""
         xt, wt, yt = ins[0], ins[1], outs[0]
         nd = len(xt.shape) - 2
         pads = tuple(attrs["pads"])
         if (xt.dtype not in cuda_dnn.DTYPES or pads[:nd] != pads[nd:] or not 1 <= nd <= 3
                 or any(t.size == 0 or t.size > cuda_dnn.ELEMENT_LIMIT for t in (*ins, *outs))):
+            return None
+        if last and (nd != 2 or xt.dtype != np.float16):
             return None
         lift = (1,) if nd == 1 else ()  # 1-D as 2-D with a height of one
         try:
@@ -136,19 +190,23 @@ class DnnConv(Im2colConv):
                 xt.dtype, xt.shape[:2] + lift + xt.shape[2:], wt.shape[:2] + lift + wt.shape[2:],
                 yt.shape[:2] + lift + yt.shape[2:], ((0,) + pads[:1]) if nd == 1 else pads[:nd],
                 lift + tuple(attrs["strides"]), lift + tuple(attrs["dilations"]), attrs["group"], len(ins) >= 3,
-                attrs.get("activation") == "relu", len(ins) == 4)
+                attrs.get("activation") == "relu", len(ins) == 4, (last, False, last))
         except cuda_dnn.DnnError as exc:
             self.dev._dnn().refuse(str(exc))
             return None
 
-    def route(self, ins: Any, outs: Any, attrs: dict, tune: bool = True) -> tuple[str, Any]:
-        """("dnn", layer), ("im2col", None) or ("kernels", None): how this geometry runs (decided once)."""
-        key = (ins[0].dtype, tuple(t.shape for t in ins), outs[0].shape, tuple(attrs["pads"]),
-               tuple(attrs["strides"]), tuple(attrs["dilations"]), attrs["group"], attrs.get("activation"))
+    def route(self, ins: Any, outs: Any, attrs: dict, tune: bool = True, last: bool = False) -> tuple[str, Any]:
+        """("dnn", layer), ("im2col", None) or ("kernels", None): how this geometry runs (decided once); with
+        ``last``, channels-last: ("dnn", layer) only where that beat the NCHW route, else ("nchw", None)."""
+        key = _key(ins, outs, attrs)
+        if last:
+            key = key + ("channels-last",)
         routes = self.dev._conv_routes
         found = routes.get(key)
         if found is not None:
             return found[:2]
+        if last:
+            return self._route_last(key, ins, outs, attrs, tune)
         layer = self._layer(ins, outs, attrs)
         col = super().accepts(ins, outs, attrs)
         if layer is None:
@@ -168,27 +226,54 @@ class DnnConv(Im2colConv):
         routes[key] = found
         return found[:2]
 
+    def _route_last(self, key: tuple, ins: Any, outs: Any, attrs: dict, tune: bool) -> tuple[str, Any]:
+        """The channels-last route of a geometry: cuDNN's, where it ran faster than the NCHW route's best."""
+        layer = self._layer(ins, outs, attrs, last=True)
+        nchw = self.route(ins, outs, attrs, tune)
+        if layer is None or nchw[0] == "kernels":
+            found: tuple[str, Any, dict] = ("nchw", None, {})
+        else:
+            found = self._stored(key, layer, False) or (None, None, {})
+            if found[0] is None:
+                if not tune:
+                    return ("nchw", None)
+                found = self._tune(ins, outs, attrs, layer, False, last=True)
+                faster = found[0] == "dnn" and found[2].get("dnn", 1e30) < routes_best(self.dev, key[:-1])
+                found = found if faster else ("nchw", None, found[2])
+                self._store(key, found)
+        self.dev._conv_routes[key] = found
+        return found[:2]
+
     def _stored(self, key: tuple, layer: Any, col: bool) -> tuple[str, Any, dict] | None:
         """The route an earlier process measured for this geometry (the disk cache), where it still applies."""
-        stored = self.dev._tuned("conv").get(repr(key))
+        stored = self.dev._tuned(TUNED_KIND).get(repr(key))
         if not isinstance(stored, dict):
             return None
         how = stored.get("how")
+        saved = stored.get("times_ms") if isinstance(stored.get("times_ms"), dict) else {}
+        times = {"stored": True, **{k: float(v) for k, v in saved.items()
+                                    if isinstance(v, (int, float)) and not isinstance(v, bool)}}
         if how == "im2col" and col:
-            return ("im2col", None, {"stored": True})
+            return ("im2col", None, times)
+        if how == "nchw":
+            return ("nchw", None, times)
         if how == "dnn" and self.dev._dnn().adopt(layer, stored.get("algo")):
-            return ("dnn", layer, {"stored": True})
+            layer.fused = layer.fused and bool(stored.get("fused", True))
+            return ("dnn", layer, times)
         return None
 
     def _store(self, key: tuple, found: tuple[str, Any, dict]) -> None:
         """Keep a measured route for later processes (the kernels route needs no measuring: not kept)."""
         how, layer, times = found
-        if how in ("dnn", "im2col"):
-            extra = {"algo": layer.algo} if how == "dnn" else {}
-            self.dev._tuned("conv").put(repr(key), {"how": how, "times_ms": times, **extra})
+        if how in ("dnn", "im2col", "nchw"):
+            extra = {"algo": layer.algo, "fused": layer.fused} if how == "dnn" else {}
+            measured = {k: v for k, v in times.items() if k != "stored"}
+            self.dev._tuned(TUNED_KIND).put(repr(key), {"how": how, "times_ms": measured, **extra})
 
-    def _tune(self, ins: Any, outs: Any, attrs: dict, layer: Any, col: bool) -> tuple[str, Any, dict]:
-        """Time the layer through cuDNN (after cuDNN's algorithm search) and through im2col on scratch buffers."""
+    def _tune(self, ins: Any, outs: Any, attrs: dict, layer: Any, col: bool,
+              last: bool = False) -> tuple[str, Any, dict]:
+        """Time the layer through cuDNN (after cuDNN's algorithm search; with its fused epilogue and with the
+        epilogue apart, keeping the faster) and through im2col on scratch buffers."""
         dev, dnn = self.dev, self.dev._dnn()
         times: dict[str, float] = {}
         with dev._enter(f"tune {self.label}"), cupy.cuda.using_allocator(dev.pool.cupy_pool.malloc):
@@ -207,39 +292,154 @@ class DnnConv(Im2colConv):
                     if scratch is not None:
                         dnn.find(layer, stream.ptr, x, w, y.data.ptr, scratch.data.ptr, scratch.nbytes)
                         del scratch
-                    times["dnn"] = _time(stream, lambda: self._dnn_forward(stream, layer, x, w, b, y.data.ptr, z))
+                    run = lambda: self._dnn_forward(stream, ins, outs, attrs, layer, x, w, b, y.data.ptr, z,  # noqa
+                                                    last)
+                    times["dnn"] = _time(stream, run)
+                    if layer.fused:  # the same layer with the epilogue apart (one pass of its own)
+                        layer.fused = False
+                        times["dnn apart"] = _time(stream, run)
+                        layer.fused = times["dnn apart"] >= times["dnn"]
+                        times["dnn"] = min(times["dnn"], times.pop("dnn apart"))
                 except cuda_dnn.DnnError as exc:
                     dnn.refuse(str(exc))
+                if last:  # what converting an end from or to NCHW costs (a plan's NCHW neighbours pay it)
+                    for end, t, a in (("x", ins[0], arrays[0]), ("y", outs[0], y)):
+                        tmp = cupy.empty_like(a)
+                        times[f"relayout {end}"] = _time(stream, lambda t=t, a=a, tmp=tmp: _relayout()(
+                            a, np.int64(t.shape[1]), np.int64(math.prod(t.shape[2:])), np.int32(1), tmp))
                 if col:
                     times["im2col"] = _time(stream, lambda: im2col_conv(dev, stream, ins, outs, attrs, x, w, b,
                                                                         y.data.ptr, z))
             stream.synchronize()
-        if not times:
+        routes = {k: v for k, v in times.items() if not k.startswith("relayout")}
+        if not routes:
             return ("kernels", None, times)
-        best = min(times, key=times.__getitem__)
+        best = min(routes, key=routes.__getitem__)
         return (best, layer if best == "dnn" else None, times)
 
-    def _dnn_forward(self, stream: Any, layer: Any, x: int, w: int, b: int, y: int, z: int) -> None:
+    def _dnn_forward(self, stream: Any, ins: Any, outs: Any, attrs: dict, layer: Any, x: int, w: int, b: int,
+                     y: int, z: int, last: bool = False) -> None:
         with stream:  # scratch from the pool in use, ordered on this stream
             scratch = cupy.empty(layer.workspace, np.uint8) if layer.workspace else None
-            self.dev._dnn().forward(layer, stream.ptr, x, w, b, y, scratch.data.ptr if scratch is not None else 0, z)
+            if not self.dev._dnn().forward(layer, stream.ptr, x, w, b, y,
+                                           scratch.data.ptr if scratch is not None else 0, z):
+                epilogue(self.dev.index, ins, outs, attrs, b, y, z, last)
 
     def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
         """Float convolutions cuDNN describes or im2col takes (tuned on first sight)."""
         return self.route(ins, outs, attrs)[0] != "kernels"
 
+    def describe(self, ins: Any, outs: Any, attrs: dict) -> str:
+        """How this call runs: route, cuDNN algorithm and epilogue, the layouts of its ends, the tuned times."""
+        last = self._last
+        how, layer = self.route(ins, outs, attrs, tune=False, last=last)
+        text = f"{how}" + (f" algo {layer.algo}{' fused' if layer.fused else ''}" if layer is not None else "")
+        if last:
+            in_last, out_last = self._binding
+            text += (f", channels-last ends: inputs {sorted(in_last)}{', output' if out_last else ''}; computed "
+                     f"{'channels-last' if self._computes_last(ins, outs, attrs) else 'NCHW'}")
+        times = {k: round(v, 4) for k, v in self.dev._conv_routes.get(_key(ins, outs, attrs), (0, 0, {}))[2].items()
+                 if isinstance(v, float)}
+        times_last = {k: round(v, 4) for k, v in self.dev._conv_routes.get(_key(ins, outs, attrs) + ("channels-last",),
+                                                                           (0, 0, {}))[2].items()
+                      if isinstance(v, float)}
+        return f"{text}; tuned ms: {times} channels-last {times_last}"
+
     def enqueue(self, stream: Any, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> None:
-        how, layer = self.route(ins, outs, attrs, tune=False)
         x, w, b, y, z = _addresses(in_bufs, out_bufs)
+        if self._last:
+            how, layer = self.route(ins, outs, attrs, tune=False, last=True)
+            if how != "dnn":  # (a plan binds the layout only where the route was tuned channels-last)
+                raise cuda_dnn.DnnError(f"{self.label}: no channels-last cuDNN layer for this call")
+            self._enqueue_last(stream, ins, outs, attrs, layer, x, w, b, y, z)
+            return
+        how, layer = self.route(ins, outs, attrs, tune=False)
         if how == "dnn":
             try:
-                self._dnn_forward(stream, layer, x, w, b, y, z)
+                self._dnn_forward(stream, ins, outs, attrs, layer, x, w, b, y, z)
                 return
             except cuda_dnn.DnnError as exc:
                 if not super().accepts(ins, outs, attrs):  # (cuDNN checks its arguments before any work)
                     raise
                 self.dev._dnn().refuse(str(exc))
         im2col_conv(self.dev, stream, ins, outs, attrs, x, w, b, y, z)
+
+    def _computes_last(self, ins: Any, outs: Any, attrs: dict) -> bool:
+        """Whether a call bound to channels-last ends computes channels-last (converting its NCHW ends) or NCHW
+        (converting its channels-last ends): whichever the tuned times make cheaper."""
+        in_last, out_last = self._binding
+        key = _key(ins, outs, attrs)
+        last = self.dev._conv_routes.get(key + ("channels-last",), (0, 0, {}))[2]
+        t_last, t_nchw = last.get("dnn"), routes_best(self.dev, key)
+        rx, ry = last.get("relayout x"), last.get("relayout y")
+        if not all(isinstance(v, float) for v in (t_last, rx, ry)) or t_nchw == float("inf"):
+            return True
+        private = [0 in in_last, len(ins) == 4 and 3 in in_last, out_last]
+        sizes = [rx, ry if len(ins) == 4 else 0.0, ry]
+        cost_last = t_last + sum(c for p, c in zip(private, sizes) if not p)
+        cost_nchw = t_nchw + sum(c for p, c in zip(private, sizes) if p)
+        return cost_last <= cost_nchw
+
+    def _enqueue_last(self, stream: Any, ins: Any, outs: Any, attrs: dict, layer: Any, x: int, w: int, b: int,
+                      y: int, z: int) -> None:
+        """A call with channels-last ends: computed channels-last or NCHW (``_computes_last``), each end in the
+        other layout converted through scratch in one pass."""
+        in_last, out_last = self._binding
+        compute_last = self._computes_last(ins, outs, attrs)
+        index = self.dev.index
+        with stream:
+            keep = []
+
+            def convert(address: int, t: Any, to_last: bool) -> int:
+                out = cupy.empty(t.size, t.dtype)
+                _relayout()(_at(address, (t.size,), t.dtype, index), np.int64(t.shape[1]),
+                            np.int64(math.prod(t.shape[2:])), np.int32(to_last), out)
+                keep.append(out)
+                return out.data.ptr
+
+            if (0 in in_last) != compute_last:
+                x = convert(x, ins[0], compute_last)
+            if len(ins) == 4 and (3 in in_last) != compute_last:
+                z = convert(z, ins[3], compute_last)
+            target = y
+            if out_last != compute_last:
+                tmp = cupy.empty(outs[0].size, outs[0].dtype)
+                keep.append(tmp)
+                target = tmp.data.ptr
+            if compute_last:
+                self._dnn_forward(stream, ins, outs, attrs, layer, x, w, b, target, z, last=True)
+            else:
+                how, nchw = self.route(ins, outs, attrs, tune=False)
+                if how == "dnn":
+                    self._dnn_forward(stream, ins, outs, attrs, nchw, x, w, b, target, z)
+                else:
+                    im2col_conv(self.dev, stream, ins, outs, attrs, x, w, b, target, z)
+            if out_last != compute_last:
+                t = outs[0]
+                _relayout()(_at(target, (t.size,), t.dtype, index), np.int64(t.shape[1]),
+                            np.int64(math.prod(t.shape[2:])), np.int32(out_last), _at(y, (t.size,), t.dtype, index))
+
+
+def _key(ins: Any, outs: Any, attrs: dict) -> tuple:
+    """What decides a convolution's route."""
+    return (ins[0].dtype, tuple(t.shape for t in ins), outs[0].shape, tuple(attrs["pads"]), tuple(attrs["strides"]),
+            tuple(attrs["dilations"]), attrs["group"], attrs.get("activation"))
+
+
+#: the disk cache's kind for convolution routes (a new name where what is stored changes meaning)
+TUNED_KIND = "conv-2"
+
+
+def routes_best(dev: Any, key: tuple) -> float:
+    """The fastest time measured for a geometry's NCHW routes (ms; infinite where none was timed)."""
+    found = dev._conv_routes.get(key)
+    times = found[2] if found is not None else {}
+    measured = [v for k, v in times.items() if k in ("dnn", "im2col") and isinstance(v, float)]
+    if not measured:
+        stored = dev._tuned(TUNED_KIND).get(repr(key))
+        saved = stored.get("times_ms", {}) if isinstance(stored, dict) else {}
+        measured = [v for k, v in saved.items() if k in ("dnn", "im2col") and isinstance(v, (int, float))]
+    return min(measured, default=float("inf"))
 
 
 def _time(stream: Any, fn: Any) -> float:

@@ -6,8 +6,9 @@ filter and convolution descriptors made once per layer geometry, the algorithm
 from cuDNN's timed search when a layer is tuned, from an earlier process's search
 (the disk cache) or, on first use otherwise, from cuDNN's heuristics,
 and ``cudnnConvolutionBiasActivationForward`` where bias and ReLU fuse into
-the convolution.  float32 runs without TF32 (``CUDNN_FMA_MATH``): IEEE
-products, as the op library computes.
+the convolution (elsewhere the caller applies them in one pass of its own).
+float32 runs without TF32 (``CUDNN_FMA_MATH``): IEEE products, as the op
+library computes; float16 on tensor cores, accumulating in float32.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ import numpy as np
 
 _DATA = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.float16): 2}  # cudnnDataType_t
 DTYPES = frozenset(_DATA)
-_NCHW = 0
+_NCHW, _NHWC = 0, 1  # cudnnTensorFormat_t (filters)
 _CROSS_CORRELATION = 1
-_DEFAULT_MATH, _FMA_MATH = 0, 3
+_DEFAULT_MATH, _TENSOR_OP_MATH, _FMA_MATH = 0, 1, 3
 _RELU = 1
 _PROPAGATE_NAN = 1  # ReLU keeps NaN, as NumPy's maximum does
 _ALGOS = 8  # CUDNN_CONVOLUTION_FWD_ALGO_COUNT
@@ -95,8 +96,6 @@ def _declare(lib: ctypes.CDLL) -> None:
         "cudnnConvolutionForward": [p, p, p, p, p, p, p, i, p, ctypes.c_size_t, p, p, p],
         "cudnnConvolutionBiasActivationForward": [p, p, p, p, p, p, p, i, p, ctypes.c_size_t, p, p, p, p, p, p,
                                                   p, p],
-        "cudnnAddTensor": [p, p, p, p, p, p, p],
-        "cudnnActivationForward": [p, p, p, p, p, p, p, p],
     }
     for name, args in sigs.items():
         fn = getattr(lib, name)
@@ -113,26 +112,40 @@ def _ints(values: Sequence[int]) -> Any:
     return (ctypes.c_int * len(values))(*values)
 
 
+def _strides(shape: Sequence[int], channels_last: bool) -> list[int]:
+    """Element strides of a dense (N, C, spatial...) tensor stored in that order or as (N, spatial..., C)."""
+    order = [0, *range(2, len(shape)), 1] if channels_last else list(range(len(shape)))
+    strides = [0] * len(shape)
+    step = 1
+    for axis in reversed(order):
+        strides[axis] = step
+        step *= shape[axis]
+    return strides
+
+
 class _Layer:
     """Descriptors and the chosen algorithm of one convolution geometry."""
 
     def __init__(self, dnn: "Dnn", key: tuple) -> None:
-        dtype, x, w, y, pads, strides, dilations, group, bias, relu, summand = key
+        dtype, x, w, y, pads, strides, dilations, group, bias, relu, summand, (x_last, w_last, y_last) = key
         self.dnn = dnn
         self.lib = lib = dnn.lib
         self.descs: list[tuple[str, Any]] = []
         t = _DATA[dtype]
         compute = _DATA[np.dtype(np.float64)] if dtype == np.float64 else _DATA[np.dtype(np.float32)]
-        self.x = self._tensor(t, x)
-        self.y = self._tensor(t, y)
+        self.x = self._tensor(t, x, x_last)
+        self.y = self._tensor(t, y, y_last)  # the summand's too
         self.w = self._made("Filter")
-        dnn.check(lib.cudnnSetFilterNdDescriptor(self.w, t, _NCHW, len(w), _ints(w)), "cudnnSetFilterNdDescriptor")
+        dnn.check(lib.cudnnSetFilterNdDescriptor(self.w, t, _NHWC if w_last else _NCHW, len(w), _ints(w)),
+                  "cudnnSetFilterNdDescriptor")
         self.conv = self._made("Convolution")
         nd = len(pads)
         dnn.check(lib.cudnnSetConvolutionNdDescriptor(self.conv, nd, _ints(pads), _ints(strides), _ints(dilations),
                                                       _CROSS_CORRELATION, compute), "cudnnSetConvolutionNdDescriptor")
         dnn.check(lib.cudnnSetConvolutionGroupCount(self.conv, group), "cudnnSetConvolutionGroupCount")
-        math_type = _FMA_MATH if dtype == np.float32 else _DEFAULT_MATH
+        # float32 without TF32; half precision on tensor cores (as PyTorch asks cuDNN for), accumulating in float32
+        math_type = {np.dtype(np.float32): _FMA_MATH, np.dtype(np.float16): _TENSOR_OP_MATH}.get(np.dtype(dtype),
+                                                                                                _DEFAULT_MATH)
         dnn.check(lib.cudnnSetConvolutionMathType(self.conv, math_type), "cudnnSetConvolutionMathType")
         self.bias = self._tensor(t, (1, y[1]) + (1,) * (len(y) - 2)) if bias else None
         self.act = None
@@ -141,8 +154,9 @@ class _Layer:
             dnn.check(lib.cudnnSetActivationDescriptor(self.act, _RELU, _PROPAGATE_NAN, 0.0),
                       "cudnnSetActivationDescriptor")
         self.summand = summand
-        # bias (+ Z) + ReLU in the convolution's epilogue (float32); otherwise Z, bias and ReLU follow as cuDNN calls
-        self.fused = bool(relu and bias and dtype == np.float32)
+        # bias (+ Z) + ReLU in the convolution's epilogue (float32; float16 with float accumulation, cuDNN's
+        # pseudo-half configuration); otherwise Z, bias and ReLU follow as cuDNN calls
+        self.fused = bool(relu and bias and dtype in (np.float32, np.float16))
         self._pick: tuple[int, int] | None = None  # (algorithm, scratch bytes): chosen on first use
         self.scalars = np.array([1, 0], np.float64 if dtype == np.float64 else np.float32)  # alpha/beta: one, zero
 
@@ -171,11 +185,10 @@ class _Layer:
         self.descs.append((kind, desc))
         return desc
 
-    def _tensor(self, t: int, shape: Sequence[int]) -> Any:
+    def _tensor(self, t: int, shape: Sequence[int], channels_last: bool = False) -> Any:
+        """A descriptor of an (N, C, spatial...) tensor, its elements in that order or channels-last."""
         desc = self._made("Tensor")
-        strides = [1] * len(shape)
-        for k in range(len(shape) - 2, -1, -1):
-            strides[k] = strides[k + 1] * shape[k + 1]
+        strides = _strides(shape, channels_last)
         self.dnn.check(self.lib.cudnnSetTensorNdDescriptor(desc, t, len(shape), _ints(shape), _ints(strides)),
                        "cudnnSetTensorNdDescriptor")
         return desc
@@ -226,11 +239,12 @@ class Dnn:
 
     def layer(self, dtype: np.dtype, x: Sequence[int], w: Sequence[int], y: Sequence[int], pads: Sequence[int],
               strides: Sequence[int], dilations: Sequence[int], group: int, bias: bool, relu: bool,
-              summand: bool = False) -> _Layer:
+              summand: bool = False, lasts: tuple[bool, bool, bool] = (False, False, False)) -> _Layer:
         """The descriptors and algorithm of one geometry (made once). Shapes are NCHW-style, 2-D or 3-D spatial;
-        ``summand``: a tensor of the output's shape is added before the activation."""
+        ``summand``: a tensor of the output's shape is added before the activation; ``lasts``: whether x, w and
+        y (and the summand) are stored channels-last."""
         key = (np.dtype(dtype), tuple(x), tuple(w), tuple(y), tuple(pads), tuple(strides), tuple(dilations), group,
-               bias, relu, summand)
+               bias, relu, summand, tuple(bool(v) for v in lasts))
         with self.lock:
             layer = self.layers.get(key)
             if layer is None:
@@ -269,9 +283,10 @@ class Dnn:
         return True
 
     def forward(self, layer: _Layer, stream: int, x: int, w: int, bias: int, y: int, workspace: int,
-                z: int = 0) -> None:
-        """y = [relu](conv(x, w) [+ bias] [+ z]) on ``stream`` (device addresses; ``workspace`` of layer.workspace
-        bytes; ``z`` read where the layer has a summand)."""
+                z: int = 0) -> bool:
+        """y = conv(x, w) on ``stream`` (device addresses; ``workspace`` of layer.workspace bytes), with
+        [relu](... + bias [+ z]) in cuDNN's fused call where the layer runs fused; returns whether that epilogue
+        was done (else the caller applies bias, summand and ReLU)."""
         lib, one, zero = self.lib, layer.scalars.ctypes.data, layer.scalars.ctypes.data + layer.scalars.itemsize
         ws = ctypes.c_size_t(layer.workspace)
         with self.lock:
@@ -282,18 +297,12 @@ class Dnn:
                     one if layer.summand else zero, layer.y, z if layer.summand else y,
                     layer.bias, bias, layer.act, layer.y, y)
                 if status == 0:
-                    return
-                layer.fused = False  # cuDNN refused the fusion (checked before any work): three calls instead
+                    return True
+                layer.fused = False  # cuDNN refused the fusion (checked before any work): the caller's epilogue
                 self.refuse(f"cudnnConvolutionBiasActivationForward: status {status}")
             self.check(lib.cudnnConvolutionForward(self.handle, one, layer.x, x, layer.w, w, layer.conv, layer.algo,
                                                    workspace, ws, zero, layer.y, y), "cudnnConvolutionForward")
-            if layer.bias is not None:
-                self.check(lib.cudnnAddTensor(self.handle, one, layer.bias, bias, one, layer.y, y), "cudnnAddTensor")
-            if layer.summand:
-                self.check(lib.cudnnAddTensor(self.handle, one, layer.y, z, one, layer.y, y), "cudnnAddTensor")
-            if layer.act is not None:
-                self.check(lib.cudnnActivationForward(self.handle, layer.act, one, layer.y, y, zero, layer.y, y),
-                           "cudnnActivationForward")
+        return False
 
     def refuse(self, why: str) -> None:
         """Note why cuDNN did not run a layer as asked."""

@@ -7,8 +7,10 @@ that layout at an input it accepts there (``layout_input``), or a pointwise op
 (``Op.pointwise``) whose same-shaped inputs all are in that layout and whose
 output stays in it too.  Pointwise ops need no change (element order does not
 matter to them); vendor ops are told which ends skip the conversion
-(``with_layout``).  A tensor that anything else reads (another op, another
-device, the caller) is in the graph's layout.
+(``with_layout``).  A vendor op may offer its layout for some calls only
+(``offers_layout(inputs, outputs, attrs)``: where it runs faster so).  A
+tensor that anything else reads (another op, another device, the caller) is
+in the graph's layout.
 """
 
 from __future__ import annotations
@@ -19,13 +21,19 @@ from ..kernels.op import OPS
 from ..kernels.runner import set_vendor, vendor_of
 
 
-def _private(step: Any) -> Any:
-    """The vendor op of a node step that offers a private layout, else None."""
+def _private(step: Any, types: Mapping[int, Any]) -> Any:
+    """The vendor op of a node step that offers a private layout for this call, else None."""
     if step.kind != "node":
         return None
     fn = vendor_of(step.op_plan)
     ok = getattr(fn, "private_layout", None) and callable(getattr(fn, "with_layout", None))
-    return fn if ok and callable(getattr(fn, "layout_input", None)) else None
+    if not (ok and callable(getattr(fn, "layout_input", None))):
+        return None
+    offers = getattr(fn, "offers_layout", None)
+    if offers is not None and not offers([types[id(v)] for v in step.node.inputs],
+                                         [types[id(v)] for v in step.node.outputs], step.node.attrs):
+        return None
+    return fn
 
 
 def _pointwise_inputs(step: Any, types: Mapping[int, Any]) -> list[int] | None:
@@ -54,7 +62,7 @@ def negotiate(steps: Sequence[Any], outputs: set[int], types: Mapping[int, Any])
                 readers.setdefault(id(v), []).append((s, i))
         elif s.value is not None:  # a copy to another device or an output fetched: reads the graph's layout
             readers.setdefault(id(s.value), []).append((s, -1))
-    vendors = {id(s): _private(s) for s in steps}
+    vendors = {id(s): _private(s, types) for s in steps}
     pointwise = {id(s): _pointwise_inputs(s, types) for s in steps}
     out_of = {id(s): id(s.node.outputs[0]) for s in steps if s.kind == "node" and len(s.node.outputs) == 1}
     # the candidates, in step order: a private vendor op's output, or a pointwise op's whose same-shaped inputs
