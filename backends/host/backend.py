@@ -277,7 +277,7 @@ class HostDevice(Device):
     def vendor_op(self, name: str) -> Any:
         """oneDNN for float32 convolutions, pools, batch and layer normalization, channel shuffles, large transposes,
         additions, subtractions, products and quotients, concatenation, activations and other elementwise functions
-        (``eltwise``), softmax, and matrix products where it is installed; NumPy for the rest."""
+        (``eltwise``), softmax, matrix products, LSTM and GRU layers where it is installed; NumPy for the rest."""
         if host_dnnl.library() is None:
             return None
         # (they build on this module's HostVendor)
@@ -301,6 +301,10 @@ class HostDevice(Device):
             from .transpose import OnednnTranspose
 
             return OnednnTranspose(self, name, f"oneDNN {host_dnnl.version()}")
+        if name in ("lstm", "gru"):
+            from .rnn import OnednnRecurrent
+
+            return OnednnRecurrent(self, name)
 
         kinds = {"conv": host_conv.OnednnConv, "gemm": host_gemm.OnednnGemm, "matmul": host_gemm.OnednnGemm,
                  "max_pool": host_dnnl_ops.OnednnPool, "average_pool": host_dnnl_ops.OnednnPool,

@@ -119,6 +119,13 @@ def _declare(lib: ctypes.CDLL) -> None:
         "dnnl_softmax_forward_primitive_desc_create": ([pp, p, i, i, p, p, i, p], i),
         "dnnl_layer_normalization_forward_primitive_desc_create": ([pp, p, i, p, p, p, f, ctypes.c_uint, p], i),
         "dnnl_binary_primitive_desc_create": ([pp, p, i, p, p, p, p], i),
+        # (engine, prop_kind, direction, src_layer, src_iter, src_iter_c, weights_layer, weights_iter,
+        # weights_peephole, weights_projection, bias, dst_layer, dst_iter, dst_iter_c, flags, attr)
+        "dnnl_lstm_forward_primitive_desc_create": ([pp, p, i, i, *[p] * 11, ctypes.c_uint, p], i),
+        # (engine, prop_kind, direction, src_layer, src_iter, weights_layer, weights_iter, bias, dst_layer,
+        # dst_iter, flags, attr)
+        "dnnl_gru_forward_primitive_desc_create": ([pp, p, i, i, *[p] * 7, ctypes.c_uint, p], i),
+        "dnnl_lbr_gru_forward_primitive_desc_create": ([pp, p, i, i, *[p] * 7, ctypes.c_uint, p], i),
         "dnnl_primitive_desc_query": ([p, i, i, p], i), "dnnl_primitive_desc_query_md": ([p, i, i], p),
         "dnnl_primitive_desc_destroy": ([p], i),
         "dnnl_primitive_create": ([pp, p], i), "dnnl_primitive_destroy": ([p], i),

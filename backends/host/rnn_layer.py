@@ -1,0 +1,192 @@
+"""oneDNN's LSTM, GRU and linear-before-reset GRU primitives (forward inference, one layer) for the host backend
+(ctypes), and the relayout of ONNX's weights into the form they read.
+
+ONNX stacks the gates of W (D, G*H, I) and R (D, G*H, H) as LSTM i, o, f, c and GRU z, r, h; oneDNN reads
+weights as ldigo (1, D, I, G, H) with gates LSTM i, f, c, o and GRU u(=z), r, o(=h), in a packed layout of its
+own choice (reordered into once per weights), biases as ldgo (1, D, G, H) with both ONNX biases summed (the
+linear-before-reset GRU keeps h's recurrent bias apart as a fourth gate), and LSTM peepholes as ldgo
+(1, D, 3, H) in the order i, f, o (ONNX: i, o, f).  Activations are oneDNN's own: sigmoid and tanh.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import NamedTuple, Sequence
+
+import numpy as np
+
+from .dnnl import ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS, FORWARD_INFERENCE, Layer, aligned, check
+
+_ANY = 1  # dnnl_format_tag_any
+_QUERY_EXEC_ARG_MD = 255
+_LEFT2RIGHT, _RIGHT2LEFT, _CONCAT = 1, 2, 3  # dnnl_rnn_direction_t
+ARG_SRC_ITER, ARG_SRC_ITER_C = ARG_SRC + 1, ARG_SRC + 2
+ARG_DST_ITER, ARG_DST_ITER_C = ARG_DST + 1, ARG_DST + 2
+ARG_WEIGHTS_ITER, ARG_WEIGHTS_PEEPHOLE = ARG_WEIGHTS + 1, ARG_WEIGHTS + 2
+
+#: cell -> (gates, ONNX gate of each oneDNN gate, bias gates)
+CELLS = {"lstm": (4, (0, 2, 3, 1), 4), "gru": (3, (0, 1, 2), 3), "lbr_gru": (3, (0, 1, 2), 4)}
+_CREATE = {"lstm": "dnnl_lstm_forward_primitive_desc_create", "gru": "dnnl_gru_forward_primitive_desc_create",
+           "lbr_gru": "dnnl_lbr_gru_forward_primitive_desc_create"}
+
+
+class Geometry(NamedTuple):
+    """What one layer is built for: cell, sizes, direction and which optional operands it reads."""
+
+    cell: str  # "lstm", "gru" or "lbr_gru"
+    steps: int  # T
+    batch: int  # N
+    inputs: int  # I
+    hidden: int  # H
+    dirs: int  # D: 1 or 2 (bidirectional, concatenated)
+    reverse: bool  # one direction, right to left
+    batch_first: bool  # ONNX layout 1: X (N, T, I), Y (N, T, D, H), states (N, D, H)
+    initial_h: bool
+    initial_c: bool
+    peephole: bool
+
+
+class Weights(NamedTuple):
+    """A layer's constants in the layout its primitive reads (``RnnLayer.prepare``)."""
+
+    layer: np.ndarray
+    iter: np.ndarray
+    bias: np.ndarray
+    peephole: np.ndarray | None
+
+
+def _gates(a: np.ndarray, order: Sequence[int], h: int) -> np.ndarray:
+    """``a`` (D, G*H, ...) with its gate blocks in oneDNN's ``order``, as (D, G, H, ...)."""
+    return a.reshape(a.shape[0], -1, h, *a.shape[2:])[:, list(order)]
+
+
+def onednn_weights(g: Geometry, w: np.ndarray, r: np.ndarray, b: np.ndarray | None,
+                   p: np.ndarray | None) -> tuple[np.ndarray, ...]:
+    """ONNX's W, R, B and P as oneDNN's plain weights_layer and weights_iter (ldigo), bias and peephole (ldgo)."""
+    gates, order, bias_gates = CELLS[g.cell]
+    h, d = g.hidden, g.dirs
+    wl = np.ascontiguousarray(_gates(w, order, h).transpose(0, 3, 1, 2), np.float32)[None]
+    wi = np.ascontiguousarray(_gates(r, order, h).transpose(0, 3, 1, 2), np.float32)[None]
+    bias = np.zeros((1, d, bias_gates, h), np.float32)
+    if b is not None:
+        wb, rb = _gates(b[:, :gates * h], order, h), _gates(b[:, gates * h:], order, h)
+        if g.cell == "lbr_gru":  # o = tanh(W_o x + Wb_o + r * (U_o h + Rb_o)): Rb_o is a gate of its own
+            bias[0, :, :2] = wb[:, :2] + rb[:, :2]
+            bias[0, :, 2], bias[0, :, 3] = wb[:, 2], rb[:, 2]
+        else:
+            bias[0] = wb + rb
+    peep = None if p is None else np.ascontiguousarray(p.reshape(d, 3, h)[:, [0, 2, 1]], np.float32)[None]
+    return wl, wi, bias, peep
+
+
+def _dense(shape: Sequence[int]) -> tuple[int, ...]:
+    return tuple(int(np.prod(shape[k + 1:])) for k in range(len(shape)))
+
+
+class RnnLayer(Layer):
+    """One oneDNN recurrent layer of a ``Geometry``: X, the initial states, Y and the final states read and
+    written where ONNX keeps them (Y through a scratch copy where ONNX's (T, D, N, H) is not oneDNN's
+    (T, N, D*H): two directions and a batch above one)."""
+
+    def __init__(self, g: Geometry) -> None:
+        super().__init__()
+        self.g = g
+        t, n, i, h, d = g.steps, g.batch, g.inputs, g.hidden, g.dirs
+        gates, _, bias_gates = CELLS[g.cell]
+        lstm = g.cell == "lstm"
+        x_strides = (i, t * i, 1) if g.batch_first else (n * i, i, 1)
+        # states (1, D, N, H): ONNX's (D, N, H), or (N, D, H) batch first
+        s_strides = (d * n * h, h, d * h, 1) if g.batch_first else _dense((1, d, n, h))
+        self.y_direct = g.batch_first or d == 1 or n == 1
+        y_strides = (d * h, t * d * h, 1) if g.batch_first else _dense((t, n, d * h))
+        md_x = self._strided_md((t, n, i), x_strides)
+        md_s = self._strided_md((1, d, n, h), s_strides)
+        md_y = self._strided_md((t, n, d * h), y_strides)
+        self.plain = [self._strided_md(s, _dense(s)) for s in ((1, d, i, gates, h), (1, d, h, gates, h))]
+        md_any = [self._md(s, _ANY) for s in ((1, d, i, gates, h), (1, d, h, gates, h))]
+        md_b = self._strided_md((1, d, bias_gates, h), _dense((1, d, bias_gates, h)))
+        md_p = self._strided_md((1, d, 3, h), _dense((1, d, 3, h))) if g.peephole else None
+        direction = _CONCAT if d == 2 else _RIGHT2LEFT if g.reverse else _LEFT2RIGHT
+        h0 = md_s if g.initial_h else None
+        pd = ctypes.c_void_p()
+        create = _CREATE[g.cell]
+        if lstm:  # (oneDNN takes both initial states or neither: a zero initial_c where only initial_h is given)
+            c0 = md_s if g.initial_h else None
+            status = getattr(self.lib, create)(ctypes.byref(pd), self.eng.engine, FORWARD_INFERENCE, direction,
+                                               md_x, h0, c0, *md_any, md_p, None, md_b, md_y, md_s, md_s, 0,
+                                               self._attr())
+        else:
+            status = getattr(self.lib, create)(ctypes.byref(pd), self.eng.engine, FORWARD_INFERENCE, direction,
+                                               md_x, h0, *md_any, md_b, md_y, md_s, 0, self._attr())
+        check(self.lib, status, create)
+        self._described(pd)
+        self.prim = self._primitive(pd)
+        chosen = [self.lib.dnnl_primitive_desc_query_md(pd, _QUERY_EXEC_ARG_MD, arg)
+                  for arg in (ARG_WEIGHTS, ARG_WEIGHTS_ITER)]
+        self.weight_bytes = [self._size(md) for md in chosen]
+        self.m_plain = [self._memory(md) for md in self.plain]
+        self.m_chosen = [self._memory(md) for md in chosen]
+        self.reorders = [None if self._same(a, b) else self._reorder(a, b, m_a, m_b)
+                         for a, b, m_a, m_b in zip(self.plain, chosen, self.m_plain, self.m_chosen)]
+        self.m_x, self.m_y = self._memory(md_x), self._memory(md_y)
+        self.m_b = self._memory(md_b)
+        self.m_p = self._memory(md_p) if g.peephole else None
+        self.m_h0 = self._memory(md_s) if g.initial_h else None
+        self.m_c0 = self._memory(md_s) if lstm and g.initial_h else None
+        if self.m_c0 is not None and not g.initial_c:
+            self.m_c0.point(self._zeros(d * n * h))
+        self.m_hn = self._memory(md_s)
+        self.m_cn = self._memory(md_s) if lstm else None
+        args = [(ARG_SRC, self.m_x), (ARG_WEIGHTS, self.m_chosen[0]), (ARG_WEIGHTS_ITER, self.m_chosen[1]),
+                (ARG_BIAS, self.m_b), (ARG_DST, self.m_y), (ARG_DST_ITER, self.m_hn)]
+        optional = [(ARG_SRC_ITER, self.m_h0), (ARG_SRC_ITER_C, self.m_c0), (ARG_WEIGHTS_PEEPHOLE, self.m_p),
+                    (ARG_DST_ITER_C, self.m_cn)]
+        self.args = self._args(args + [(k, m) for k, m in optional if m is not None] + self._scratchpad(pd))
+        self.y_bytes = t * n * d * h * 4
+
+    def _zeros(self, count: int) -> int:
+        """The address of ``count`` float32 zeros the layer keeps."""
+        self._zero_c = np.zeros(count, np.float32)
+        return self._zero_c.ctypes.data
+
+    def prepare(self, w: np.ndarray, r: np.ndarray, b: np.ndarray | None, p: np.ndarray | None) -> Weights:
+        """ONNX's W, R, B (None: zeros) and P (LSTM peepholes, or None) in the layout the primitive reads, as new
+        arrays."""
+        wl, wi, bias, peep = onednn_weights(self.g, w, r, b, p)
+        out = []
+        with self.lock:
+            for plain, reorder, m_plain, m_chosen, nbytes in zip((wl, wi), self.reorders, self.m_plain,
+                                                                 self.m_chosen, self.weight_bytes):
+                if reorder is None:
+                    out.append(plain)
+                    continue
+                chosen = aligned(nbytes)
+                m_plain.point(plain.ctypes.data)
+                m_chosen.point(chosen.ctypes.data)
+                self._execute(*reorder, "weights reorder")
+                self._wait()
+                out.append(chosen)
+        return Weights(out[0], out[1], bias, peep)
+
+    def run(self, x: int, h0: int, c0: int, weights: Weights, y: np.ndarray, hn: int, cn: int) -> None:
+        """Y, Y_h (and Y_c) from X, the initial states (addresses; 0 where not built for) and ``weights``; ``y``
+        is Y's float32 array ((T, D, N, H), or (N, T, D, H) batch first)."""
+        g = self.g
+        with self.lock:
+            self.m_x.point(x)
+            for m, ptr in ((self.m_h0, h0), (self.m_c0, c0), (self.m_cn, cn)):
+                if m is not None and ptr:
+                    m.point(ptr)
+            self.m_hn.point(hn)
+            self.m_chosen[0].point(weights.layer.ctypes.data)
+            self.m_chosen[1].point(weights.iter.ctypes.data)
+            self.m_b.point(weights.bias.ctypes.data)
+            if self.m_p is not None:
+                self.m_p.point(weights.peephole.ctypes.data)
+            out = y.ctypes.data if self.y_direct else self._scratch("_y_scratch", self.y_bytes)
+            self.m_y.point(out)
+            self._execute(self.prim, self.args, g.cell)
+            self._wait()
+            if not self.y_direct:  # (T, N, D, H) -> (T, D, N, H)
+                got = self._y_scratch.view(np.float32).reshape(g.steps, g.batch, g.dirs, g.hidden)
+                np.copyto(y.reshape(g.steps, g.dirs, g.batch, g.hidden), got.transpose(0, 2, 1, 3))
