@@ -30,22 +30,6 @@ extern "C" __global__ void spin(long long cycles) {
 """
 
 
-def _enqueue(dev: Any, item: Any, stream: Any) -> None:
-    """One recorded item on ``stream``, outside any capture."""
-    from devicelayer.backends.cuda.backend import _D2D, _memcpy_async, _pointer
-    from devicelayer.memory import Buffer
-
-    if item.kind == "launch":
-        grid, block = dev._shape(item.global_size, item.local_size)
-        values = [_pointer(a) if isinstance(a, Buffer) else a for a in item.args]
-        item.program.handle[0](grid, block, values, 0, stream)
-    elif item.kind == "copy":
-        _memcpy_async(item.dst.handle.ptr + item.dst.offset, item.src.handle.ptr + item.src.offset,
-                      item.src.nbytes, _D2D, stream.ptr)
-    else:
-        item.fn.enqueue(stream, *item.call_args)
-
-
 def item_times(plan: Any, repeat: int) -> tuple[list[tuple[str, str, float]], float]:
     """(label, op, median ms) per CUDA item in run order, and the median ms of replaying the segments' graphs."""
     import cupy
@@ -68,7 +52,7 @@ def item_times(plan: Any, repeat: int) -> tuple[list[tuple[str, str, float]], fl
                 spin((1,), (1,), (np.int64(50_000_000),), stream=stream)  # ~25 ms: launches queue behind it
                 events[0].record(stream)
                 for k, item in enumerate(items):
-                    _enqueue(dev, item, stream)
+                    dev.enqueue_item(item, stream)
                     events[k + 1].record(stream)
                 stream.synchronize()
                 for k, item in enumerate(items):

@@ -15,7 +15,7 @@ import pytest
 
 import devicelayer as dl
 from devicelayer.kernels import ops as _ops  # noqa: F401  (registers the ops)
-from op_cases import all_cases, run_and_reference
+from op_cases import all_cases, graph_reference64, run_and_reference
 
 CUDA = [d for d in dl.devices() if d.info.backend == "cuda"]
 pytestmark = pytest.mark.skipif(not CUDA, reason="no CUDA device")
@@ -164,20 +164,6 @@ def _half_block(g, x, c, rng, name):
     return g.conv(b, weights(c, c, 1), bias, x, activation="relu", name=f"{name}c")
 
 
-def _graph64(g, feeds):
-    """The graph's outputs computed node by node in float64."""
-    from devicelayer.kernels.op import get
-    from devicelayer.kernels.op import TensorType
-
-    vals = {id(v): feeds[v.name].astype(np.float64) for v in g.inputs}
-    for n in g.order():
-        ins = [vals[id(v)] if v.constant is None else v.constant.astype(np.float64) for v in n.inputs]
-        checked, _ = get(n.op).prepare([TensorType(a.shape, a.dtype) for a in ins], dict(n.attrs))
-        for v, out in zip(n.outputs, get(n.op).reference(ins, checked)):
-            vals[id(v)] = out
-    return {name: vals[id(v)] for name, v in g.outputs.items()}
-
-
 @pytest.mark.parametrize("mode", ["channels-last", "ends-channels-last-computed-nchw", "nchw"])
 def test_half_precision_layers_keep_channels_last_between_them_where_it_is_faster(rng, tmp_path, monkeypatch,
                                                                                   mode):
@@ -206,7 +192,7 @@ def test_half_precision_layers_keep_channels_last_between_them_where_it_is_faste
     plan = g.compile([dev])
     feeds = {"x": rng.standard_normal((2, c, 11, 11)).astype(np.float16)}
     plan(**{"x": np.full_like(feeds["x"], np.nan)})  # the arena holds NaN where a run leaves it unwritten
-    got, want = plan(**feeds), _graph64(g, feeds)
+    got, want = plan(**feeds), graph_reference64(g, feeds)
     for name in want:
         scale = float(np.abs(want[name]).max())
         np.testing.assert_allclose(got[name].astype(np.float64), want[name], rtol=2e-2, atol=2e-2 * scale)

@@ -20,6 +20,7 @@ import devicelayer as dl
 from devicelayer.backends.host import dnnl as host_dnnl
 from devicelayer.kernels.op import TensorType, get
 from devicelayer.ops import names  # noqa: F401  (registers the op library)
+from op_cases import graph_reference64
 
 pytestmark = pytest.mark.skipif(host_dnnl.library() is None, reason="oneDNN is not installed")
 
@@ -117,17 +118,6 @@ def _resnet_block(g, x, c, rng, name):
     return g.conv(b, weights(c, c, 1), bias, x, activation="relu", name=f"{name}c")
 
 
-def _numpy_graph(g, feeds):
-    """The graph's outputs computed node by node in float64 (the reference)."""
-    vals = {id(v): feeds[v.name].astype(np.float64) for v in g.inputs}
-    for n in g.order():
-        ins = [vals[id(v)] if v.constant is None else v.constant.astype(np.float64) for v in n.inputs]
-        checked, _ = get(n.op).prepare([TensorType(a.shape, a.dtype) for a in ins], dict(n.attrs))
-        for v, out in zip(n.outputs, get(n.op).reference(ins, checked)):
-            vals[id(v)] = out
-    return {name: vals[id(v)] for name, v in g.outputs.items()}
-
-
 def test_channels_last_stays_between_onednn_convolutions_only(rng):
     g = dl.Graph()
     x = g.input("x", (1, 16, 9, 9))
@@ -139,7 +129,7 @@ def test_channels_last_stays_between_onednn_convolutions_only(rng):
     g.output("side", side)
     plan = g.compile(["host"])
     feeds = {"x": rng.standard_normal((1, 16, 9, 9)).astype(np.float32)}
-    got, want = plan(**feeds), _numpy_graph(g, feeds)
+    got, want = plan(**feeds), graph_reference64(g, feeds)
     for name in want:
         np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-4)
     from devicelayer.kernels.runner import vendor_of
@@ -166,7 +156,7 @@ def test_a_tensor_another_device_reads_stays_nchw(other, rng):
     placement["far"] = other
     plan = g.compile(["host", other], placement=placement)
     feeds = {"x": rng.standard_normal((1, 8, 7, 7)).astype(np.float32)}
-    got, want = plan(**feeds), _numpy_graph(g, feeds)
+    got, want = plan(**feeds), graph_reference64(g, feeds)
     for name in want:
         np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-4)
 
@@ -404,7 +394,7 @@ def test_channels_last_flows_through_pools_norms_shuffles_concats_and_pointwise_
     g.output("z", z)
     plan = g.compile(["host"])
     feeds = {"x": rng.standard_normal((1, 8, 12, 12)).astype(np.float32)}
-    got, want = plan(**feeds), _numpy_graph(g, feeds)
+    got, want = plan(**feeds), graph_reference64(g, feeds)
     np.testing.assert_allclose(got["z"], want["z"], rtol=1e-4, atol=1e-4)
     from devicelayer.kernels.runner import vendor_of
 

@@ -662,18 +662,7 @@ class CudaDevice(Device):
                 stream.begin_capture(cupy.cuda.runtime.streamCaptureModeRelaxed)
                 try:
                     for item in items:
-                        if item.kind == "launch":
-                            grid, block = self._shape(item.global_size, item.local_size)
-                            values = [_pointer(a) if isinstance(a, Buffer) else a for a in item.args]
-                            item.program.handle[0](grid, block, values, 0, stream)
-                        elif item.kind == "copy":
-                            _memcpy_async(item.dst.handle.ptr + item.dst.offset, item.src.handle.ptr + item.src.offset,
-                                          item.src.nbytes, _D2D, stream.ptr)
-                        else:
-                            enqueue = getattr(item.fn, "enqueue", None)
-                            if enqueue is None:
-                                raise RuntimeError(f"{item.label} has no capture form")
-                            enqueue(stream, *item.call_args)
+                        self.enqueue_item(item, stream)
                 except Exception as exc:
                     error = exc
                 try:
@@ -686,6 +675,22 @@ class CudaDevice(Device):
             if hasattr(graph, "upload"):
                 graph.upload(self.stream)  # instantiate now, not on the first replay
         return _Captured(graph, pool, [item.program for item in items if item.kind == "launch"])
+
+    def enqueue_item(self, item: Any, stream: Any) -> None:
+        """Put one recorded item (launch, copy or vendor call) on ``stream``, captured or not (the device is
+        current)."""
+        if item.kind == "launch":
+            grid, block = self._shape(item.global_size, item.local_size)
+            values = [_pointer(a) if isinstance(a, Buffer) else a for a in item.args]
+            item.program.handle[0](grid, block, values, 0, stream)
+        elif item.kind == "copy":
+            _memcpy_async(item.dst.handle.ptr + item.dst.offset, item.src.handle.ptr + item.src.offset,
+                          item.src.nbytes, _D2D, stream.ptr)
+        else:
+            enqueue = getattr(item.fn, "enqueue", None)
+            if enqueue is None:
+                raise RuntimeError(f"{item.label} has no capture form")
+            enqueue(stream, *item.call_args)
 
     def _replay_recording(self, native: Any, waits: list[Event]) -> Event:
         if type(native) is not _Captured:

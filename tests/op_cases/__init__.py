@@ -82,6 +82,19 @@ def reference64(name: str, arrays: list[np.ndarray], attrs: dict[str, Any]) -> l
     return op.reference(wide, wattrs)
 
 
+def graph_reference64(g: Any, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A graph's outputs computed node by node in float64 (the test oracle of whole plans)."""
+    from devicelayer.kernels.op import OPS, TensorType
+
+    vals = {id(v): feeds[v.name].astype(np.float64) for v in g.inputs}
+    for n in g.order():
+        ins = [vals[id(v)] if v.constant is None else v.constant.astype(np.float64) for v in n.inputs]
+        checked, _ = OPS[n.op].prepare([TensorType(a.shape, a.dtype) for a in ins], dict(n.attrs))
+        for v, out in zip(n.outputs, OPS[n.op].reference(ins, checked)):
+            vals[id(v)] = out
+    return {name: vals[id(v)] for name, v in g.outputs.items()}
+
+
 def run_and_reference(device: Any, name: str, arrays: list[np.ndarray], attrs: dict[str, Any]) -> Any:
     """Op ``name`` run on ``device`` and its float64 reference: (results, references, output types), or None
     where the device does not take the combination."""
