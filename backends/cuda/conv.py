@@ -75,6 +75,13 @@ def _relayout() -> Any:
     return _kernels["relayout"]
 
 
+def relayout(index: int, t: Any, src: int, dst: int, to_last: bool) -> None:
+    """Tensor ``t`` (N, C, spatial...) at device address ``src`` copied to ``dst`` channels-last, or back to NCHW
+    (the current stream)."""
+    _relayout()(_at(src, (t.size,), t.dtype, index), np.int64(t.shape[1]), np.int64(math.prod(t.shape[2:])),
+                np.int32(to_last), _at(dst, (t.size,), t.dtype, index))
+
+
 def epilogue(index: int, ins: Any, outs: Any, attrs: dict, b: int, y: int, z: int, last: bool = False) -> None:
     """Bias, summand and ReLU of a convolution on y (device addresses; the current stream), where it has any."""
     xt, yt = ins[0], outs[0]
@@ -198,9 +205,7 @@ class DnnConv(Im2colConv):
     def route(self, ins: Any, outs: Any, attrs: dict, tune: bool = True, last: bool = False) -> tuple[str, Any]:
         """("dnn", layer), ("im2col", None) or ("kernels", None): how this geometry runs (decided once); with
         ``last``, channels-last: ("dnn", layer) only where that beat the NCHW route, else ("nchw", None)."""
-        key = _key(ins, outs, attrs)
-        if last:
-            key = key + ("channels-last",)
+        key = _key(ins, outs, attrs, last)
         routes = self.dev._conv_routes
         found = routes.get(key)
         if found is not None:
@@ -305,8 +310,8 @@ class DnnConv(Im2colConv):
                 if last:  # what converting an end from or to NCHW costs (a plan's NCHW neighbours pay it)
                     for end, t, a in (("x", ins[0], arrays[0]), ("y", outs[0], y)):
                         tmp = cupy.empty_like(a)
-                        times[f"relayout {end}"] = _time(stream, lambda t=t, a=a, tmp=tmp: _relayout()(
-                            a, np.int64(t.shape[1]), np.int64(math.prod(t.shape[2:])), np.int32(1), tmp))
+                        times[f"relayout {end}"] = _time(stream, lambda t=t, a=a, tmp=tmp: relayout(
+                            dev.index, t, a.data.ptr, tmp.data.ptr, True))
                 if col:
                     times["im2col"] = _time(stream, lambda: im2col_conv(dev, stream, ins, outs, attrs, x, w, b,
                                                                         y.data.ptr, z))
@@ -338,11 +343,9 @@ class DnnConv(Im2colConv):
             in_last, out_last = self._binding
             text += (f", channels-last ends: inputs {sorted(in_last)}{', output' if out_last else ''}; computed "
                      f"{'channels-last' if self._computes_last(ins, outs, attrs) else 'NCHW'}")
-        times = {k: round(v, 4) for k, v in self.dev._conv_routes.get(_key(ins, outs, attrs), (0, 0, {}))[2].items()
-                 if isinstance(v, float)}
-        times_last = {k: round(v, 4) for k, v in self.dev._conv_routes.get(_key(ins, outs, attrs) + ("channels-last",),
-                                                                           (0, 0, {}))[2].items()
-                      if isinstance(v, float)}
+        times, times_last = (
+            {k: round(v, 4) for k, v in _times(self.dev, _key(ins, outs, attrs, at)).items() if isinstance(v, float)}
+            for at in (False, True))
         return f"{text}; tuned ms: {times} channels-last {times_last}"
 
     def enqueue(self, stream: Any, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> None:
@@ -368,9 +371,8 @@ class DnnConv(Im2colConv):
         """Whether a call bound to channels-last ends computes channels-last (converting its NCHW ends) or NCHW
         (converting its channels-last ends): whichever the tuned times make cheaper."""
         in_last, out_last = self._binding
-        key = _key(ins, outs, attrs)
-        last = self.dev._conv_routes.get(key + ("channels-last",), (0, 0, {}))[2]
-        t_last, t_nchw = last.get("dnn"), routes_best(self.dev, key)
+        last = _times(self.dev, _key(ins, outs, attrs, True))
+        t_last, t_nchw = last.get("dnn"), routes_best(self.dev, _key(ins, outs, attrs))
         rx, ry = last.get("relayout x"), last.get("relayout y")
         if not all(isinstance(v, float) for v in (t_last, rx, ry)) or t_nchw == float("inf"):
             return True
@@ -392,9 +394,8 @@ class DnnConv(Im2colConv):
 
             def convert(address: int, t: Any, to_last: bool) -> int:
                 out = cupy.empty(t.size, t.dtype)
-                _relayout()(_at(address, (t.size,), t.dtype, index), np.int64(t.shape[1]),
-                            np.int64(math.prod(t.shape[2:])), np.int32(to_last), out)
                 keep.append(out)
+                relayout(index, t, address, out.data.ptr, to_last)
                 return out.data.ptr
 
             if (0 in in_last) != compute_last:
@@ -415,31 +416,29 @@ class DnnConv(Im2colConv):
                 else:
                     im2col_conv(self.dev, stream, ins, outs, attrs, x, w, b, target, z)
             if out_last != compute_last:
-                t = outs[0]
-                _relayout()(_at(target, (t.size,), t.dtype, index), np.int64(t.shape[1]),
-                            np.int64(math.prod(t.shape[2:])), np.int32(out_last), _at(y, (t.size,), t.dtype, index))
+                relayout(index, outs[0], target, y, out_last)
 
 
-def _key(ins: Any, outs: Any, attrs: dict) -> tuple:
-    """What decides a convolution's route."""
+def _key(ins: Any, outs: Any, attrs: dict, last: bool = False) -> tuple:
+    """What decides a convolution's route (its NCHW one, or with ``last`` its channels-last one)."""
     return (ins[0].dtype, tuple(t.shape for t in ins), outs[0].shape, tuple(attrs["pads"]), tuple(attrs["strides"]),
-            tuple(attrs["dilations"]), attrs["group"], attrs.get("activation"))
+            tuple(attrs["dilations"]), attrs["group"], attrs.get("activation")) + (("channels-last",) if last else ())
 
 
 #: the disk cache's kind for convolution routes (a new name where what is stored changes meaning)
 TUNED_KIND = "conv-2"
 
 
+def _times(dev: Any, key: tuple) -> dict:
+    """The times measured (or read back from the disk cache) for a route, empty where none were."""
+    found = dev._conv_routes.get(key)
+    return found[2] if found is not None else {}
+
+
 def routes_best(dev: Any, key: tuple) -> float:
     """The fastest time measured for a geometry's NCHW routes (ms; infinite where none was timed)."""
-    found = dev._conv_routes.get(key)
-    times = found[2] if found is not None else {}
-    measured = [v for k, v in times.items() if k in ("dnn", "im2col") and isinstance(v, float)]
-    if not measured:
-        stored = dev._tuned(TUNED_KIND).get(repr(key))
-        saved = stored.get("times_ms", {}) if isinstance(stored, dict) else {}
-        measured = [v for k, v in saved.items() if k in ("dnn", "im2col") and isinstance(v, (int, float))]
-    return min(measured, default=float("inf"))
+    return min((v for k, v in _times(dev, key).items() if k in ("dnn", "im2col") and isinstance(v, float)),
+               default=float("inf"))
 
 
 def _time(stream: Any, fn: Any) -> float:

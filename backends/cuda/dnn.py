@@ -155,7 +155,7 @@ class _Layer:
                       "cudnnSetActivationDescriptor")
         self.summand = summand
         # bias (+ Z) + ReLU in the convolution's epilogue (float32; float16 with float accumulation, cuDNN's
-        # pseudo-half configuration); otherwise Z, bias and ReLU follow as cuDNN calls
+        # pseudo-half configuration); otherwise the caller applies bias, Z and ReLU after the convolution
         self.fused = bool(relu and bias and dtype in (np.float32, np.float16))
         self._pick: tuple[int, int] | None = None  # (algorithm, scratch bytes): chosen on first use
         self.scalars = np.array([1, 0], np.float64 if dtype == np.float64 else np.float32)  # alpha/beta: one, zero
