@@ -402,14 +402,67 @@ def test_a_clip_after_a_conv_is_the_convs_activation_on_the_host_only(device, bo
     ({"activation": "clip", "activation_min": 2.0, "activation_max": 1.0}, "greater than"),
     ({"activation": "clip", "activation_min": float("nan")}, "must be a number"),
     ({"activation": "clip", "activation_max": "6"}, "must be a number"),
-    ({"activation": "relu", "activation_max": 6.0}, "go with activation 'clip' only"),
-    ({"activation_min": 0.0}, "go with activation 'clip' only"),
-    ({"activation": "tanh"}, "must be 'relu'"),
+    ({"activation": "relu", "activation_max": 6.0}, "do not go with activation 'relu'"),
+    ({"activation_min": 0.0}, "go with an activation only"),
+    ({"activation_alpha": 0.5}, "go with an activation only"),
+    ({"activation": "softsign"}, "must be one of"),
+    ({"activation": "relu", "activation_alpha": 0.5}, "do not go with activation 'relu'"),
+    ({"activation": "leaky_relu", "activation_beta": 0.5}, "do not go with activation 'leaky_relu'"),
+    ({"activation": "clip", "activation_alpha": 0.5}, "do not go with activation 'clip'"),
+    ({"activation": "elu", "activation_alpha": float("nan")}, "must be a number"),
+    ({"activation": "hard_sigmoid", "activation_beta": "1"}, "must be a number"),
 ])
 def test_a_conv_activation_with_bad_bounds_is_refused(attrs, match):
     types = [TensorType((1, 2, 5, 5), np.dtype(np.float32)), TensorType((3, 2, 3, 3), np.dtype(np.float32))]
     with pytest.raises(dl.InvalidArgument, match=match):
         OPS["conv"].prepare(types, attrs)
+
+
+#: an activation after a conv (built with the graph builder) -> what the conv's activation becomes on the host
+_AFTER_CONV = {
+    "sigmoid": (lambda g, y: g.sigmoid(y), {"activation": "sigmoid"}),
+    "silu": (lambda g, y: g.mul(y, g.sigmoid(y)), {"activation": "swish", "activation_alpha": 1.0}),
+    "hard_swish": (lambda g, y: g.hard_swish(y), {"activation": "hard_swish"}),
+    "hard_sigmoid": (lambda g, y: g.hard_sigmoid(y, alpha=0.3, beta=0.4),
+                     {"activation": "hard_sigmoid", "activation_alpha": 0.3, "activation_beta": 0.4}),
+    "leaky_relu": (lambda g, y: g.leaky_relu(y, alpha=0.2), {"activation": "leaky_relu", "activation_alpha": 0.2}),
+    "elu": (lambda g, y: g.elu(y), {"activation": "elu", "activation_alpha": 1.0}),
+    "tanh": (lambda g, y: g.tanh(y), {"activation": "tanh"}),
+    "gelu": (lambda g, y: g.gelu(y), {"activation": "gelu"}),
+}
+
+
+@pytest.mark.parametrize("which", sorted(_AFTER_CONV))
+def test_an_activation_after_a_conv_is_the_convs_activation_on_the_host_only(device, which, rng):
+    """conv -> activation is one conv with that activation on the host (oneDNN's post-op), the activation's
+    parameters carried over; a kernel device keeps them apart, and so does the host where the conv's result is
+    also read elsewhere."""
+    build, want_attrs = _AFTER_CONV[which]
+    g = dl.Graph()
+    x = g.input("x", (2, 5, 9, 9))
+    w = g.constant(rng.standard_normal((7, 5, 3, 3)).astype(np.float32))
+    b = g.constant(rng.standard_normal(7).astype(np.float32))
+    g.output("y", build(g, g.conv(x, w, b, pads=[1, 1, 1, 1])))
+    shared = g.conv(x, w, strides=[2, 2])
+    g.output("shared", shared)
+    g.output("activated", build(g, shared))
+    feeds = {"x": rng.standard_normal((2, 5, 9, 9)).astype(np.float32)}
+    plan = g.compile([device])
+    try:
+        host = dl.device(device).info.kernel_language == "python"
+        convs = [n for n in plan.graph.needed() if n.op == "conv"]
+        fused = [n for n in convs if n.attrs.get("activation") is not None]
+        assert len(convs) == 2 and len(fused) == (1 if host else 0)
+        if host:
+            got_attrs = {k: v for k, v in fused[0].attrs.items() if k.startswith("activation")}
+            assert got_attrs.pop("activation") == want_attrs["activation"]
+            assert got_attrs == pytest.approx({k: v for k, v in want_attrs.items() if k != "activation"})
+            assert fused[0].outputs[0].name == plan.graph.outputs["y"].name
+        got, want = poisoned_run(plan, feeds), reference64(g, feeds)
+        for name in want:
+            close(got[name], want[name], 2e-4)
+    finally:
+        plan.release()
 
 
 def test_a_conv_clip_activation_is_refused_by_kernel_devices_and_run_by_the_host(device, rng):

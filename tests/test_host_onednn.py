@@ -68,6 +68,23 @@ def _random_conv(rng):
     return arrays, attrs
 
 
+#: the conv activations beside relu and clip, with the parameters each takes
+_ACTIVATIONS = {"leaky_relu": ("activation_alpha",), "elu": ("activation_alpha",), "sigmoid": (),
+                "hard_sigmoid": ("activation_alpha", "activation_beta"), "hard_swish": (),
+                "swish": ("activation_alpha",), "tanh": (), "gelu": (), "gelu_tanh": ()}
+
+
+def _random_activation(rng):
+    name = str(rng.choice(sorted(_ACTIVATIONS)))
+    return {"activation": name, **{k: float(rng.uniform(0.05, 1.5)) for k in _ACTIVATIONS[name]
+                                   if rng.random() < 0.7}}
+
+
+def _unary_attrs(extra):
+    """A conv's activation parameters as the elementwise op's attributes."""
+    return {k.removeprefix("activation_"): v for k, v in extra.items() if k != "activation"}
+
+
 def test_info_names_the_route():
     assert dl.device("host").info.extras["conv"].startswith(f"oneDNN {host_dnnl.version()} (")
 
@@ -83,18 +100,22 @@ def test_random_convolutions_through_onednn_match_the_float64_reference():
             arrays.append(z)
             ref = ref + z
         pick = rng.random()
-        if pick < 0.35:
+        if pick < 0.25:
             extra["activation"] = "relu"
             ref = np.maximum(ref, 0)
-        elif pick < 0.7:  # the clip activation ReLU6 (conv -> clip) becomes on the host
+        elif pick < 0.5:  # the clip activation ReLU6 (conv -> clip) becomes on the host
             lo, hi = sorted(rng.standard_normal(2) * np.abs(ref).max() / 2)
             extra.update(activation="clip", activation_min=float(lo), activation_max=float(hi))
             ref = np.clip(ref, lo, hi)
+        elif pick < 0.85:  # the other activations a conv takes on the host, with random parameters
+            extra.update(_random_activation(rng))
+            unary, _ = _reference(extra["activation"], [ref], **_unary_attrs(extra))
+            ref = unary
         got = _run_poisoned("conv", arrays, ref.shape, **attrs, **extra)
         scale = np.abs(ref).max() + 1
         assert np.abs(got - ref).max() <= 2e-5 * scale, (case, [a.shape for a in arrays], attrs, extra)
-        route = _route([TensorType(a.shape, a.dtype) for a in arrays], [TensorType(ref.shape, np.float32)],
-                       {**checked, **extra})
+        types = [TensorType(a.shape, a.dtype) for a in arrays]
+        route = _route(types, [TensorType(ref.shape, np.float32)], get("conv").prepare(types, {**attrs, **extra})[0])
         assert route["layer"] is not None, route  # oneDNN ran it, not the NumPy fallback
 
 
@@ -403,8 +424,9 @@ def test_channels_last_flows_through_pools_norms_shuffles_concats_and_pointwise_
     assert binding["a"].out_last and binding["pool"].in_last == {0} and binding["pool"].out_last
     assert binding["b"].in_last == {0} and binding["shuffle"].in_last == {0} and binding["norm"].out_last
     assert binding["c"].in_last == {0} and binding["c"].out_last  # relu, mul by a scalar and add carry it
-    assert not binding["e"].out_last  # an add broadcasting a (1, C, 1, 1) operand reads NCHW
-    assert binding["cat"].in_last == {0, 2} and binding["cat"].out_last
+    # an add of a per-channel (1, C, 1, 1) operand takes it too (that operand's memory is one in both layouts)
+    assert binding["e"].out_last and binding["biased"].in_last == {0} and binding["biased"].out_last
+    assert binding["cat"].in_last == {0, 1, 2} and binding["cat"].out_last
     assert binding["d"].in_last == {0} and binding["d"].out_last and binding["gap"].in_last == {0}
 
 
@@ -536,9 +558,43 @@ def test_large_binary_ops_go_through_onednn_and_match_numpy(op, fn, sa, sb, rng)
     want = fn(a, b)
     got = _run_poisoned(op, [a, b], want.shape)
     np.testing.assert_array_equal(got, want)
-    routed = host.vendor_op(op).accepts([TensorType(a.shape, a.dtype), TensorType(b.shape, b.dtype)],
-                                        [TensorType(want.shape, want.dtype)], {})
-    assert routed is (a.shape == want.shape or op in ("add", "mul"))
+    routed = host.vendor_op(op).route([TensorType(a.shape, a.dtype), TensorType(b.shape, b.dtype)],
+                                      [TensorType(want.shape, want.dtype)])
+    assert (routed is not None) is (a.shape == want.shape or op in ("add", "mul"))
+
+
+def _channels_last(a):
+    """NCHW-shaped ``a`` as channels-last memory (flat)."""
+    return np.ascontiguousarray(np.moveaxis(a, 1, -1)).reshape(-1)
+
+
+@pytest.mark.parametrize("op,fn", [("add", np.add), ("mul", np.multiply), ("sub", np.subtract), ("div", np.divide)])
+@pytest.mark.parametrize("sx,sc", [((2, 16, 40, 40), (1, 16, 1, 1)), ((1, 8, 5, 3), (8, 1, 1)),
+                                   ((3, 4, 6), (3, 4, 1)), ((1, 6, 3, 4, 5), (1, 6, 1, 1, 1))])
+@pytest.mark.parametrize("x_last,y_last", [(True, True), (True, False), (False, True)])
+@pytest.mark.parametrize("channel_first", [False, True])
+def test_binary_ops_with_a_per_channel_operand_read_and_write_channels_last(op, fn, sx, sc, x_last, y_last,
+                                                                            channel_first, rng):
+    """A per-channel operand against a channels-last tensor (as a plan binds it: oneDNN's primitive where both
+    ends are channels-last and the call is large, NumPy over views otherwise): NumPy's float32 result, each end
+    in its layout, every output element written."""
+    host = dl.device("host")
+    x = rng.standard_normal(sx).astype(np.float32)
+    c = rng.standard_normal(sc).astype(np.float32) + (4 if op == "div" else 0)
+    ins = [c, x] if channel_first else [x, c]
+    want = fn(*ins)
+    full = 1 if channel_first else 0
+    types = [TensorType(a.shape, a.dtype) for a in ins]
+    out_type = TensorType(want.shape, want.dtype)
+    vendor = host.vendor_op(op)
+    assert vendor.offers_layout(types, [out_type], {}) and vendor.accepts(types, [out_type], {})
+    bound = vendor.with_layout(frozenset({full} if x_last else ()), y_last)
+    memory = [_channels_last(a) if (i == full and x_last) else a.reshape(-1) for i, a in enumerate(ins)]
+    tensors = [dl.tensor(m, host) for m in memory]
+    out = dl.tensor(np.full(want.size, np.nan, np.float32), host)
+    bound.bind(types, [out_type], {}, [t.buffer for t in tensors], [out.buffer])()
+    expect = _channels_last(want) if y_last else want.reshape(-1)
+    np.testing.assert_allclose(out.numpy(), expect, rtol=1e-6, atol=1e-6)
 
 
 def test_binary_ops_that_stay_on_numpy_and_outputs_over_inputs(rng):

@@ -144,3 +144,78 @@ def test_a_kernel_binds_once_per_recorded_launch_and_calls_quietly():
     assert binds == [(4,)] and calls == ["ignore"] * 3
     assert _read(host, buf, 4)[0] == np.inf
     rec.release()
+
+
+_SHAPE = (1, 16, 32, 32)
+
+
+def _conv_plan(rng):
+    """A host plan of convolutions (the first large enough to wake oneDNN's OpenMP team where it is installed)."""
+    g = dl.Graph()
+    x = g.input("x", _SHAPE)
+    w1 = g.constant((rng.standard_normal((32, 16, 3, 3)) / 12).astype(np.float32))
+    w2 = g.constant((rng.standard_normal((16, 32, 1, 1)) / 6).astype(np.float32))
+    y = g.conv(g.conv(x, w1, pads=[1, 1, 1, 1], activation="relu"), w2)
+    g.output("y", g.add(y, x))
+    return g
+
+
+def _reference(g, x):
+    from op_cases import graph_reference64
+
+    return graph_reference64(g, {"x": x})["y"]
+
+
+def test_a_short_plan_runs_on_the_calling_thread_its_copies_included(rng):
+    """A plan of one host stretch, measured short, runs on the caller's thread: inputs copied in and outputs out
+    there, calls that wake oneDNN's team too (no thread switch a run); the results stay right run after run."""
+    g = _conv_plan(rng)
+    plan = g.compile(["host"])
+    from devicelayer.backends.host import stretch as host_stretch
+    from devicelayer.graph.replay import Segment
+
+    seen: list[str] = []
+    try:
+        plan.run_numpy({"x": rng.standard_normal(_SHAPE).astype(np.float32)})  # measured on the worker
+        replay = plan._prepared.replay
+        assert replay.direct is not None
+        native = next(w for w in replay.work if isinstance(w, Segment)).recording.native
+        assert isinstance(native, host_stretch.Stretch) and native.short
+        from devicelayer.backends.host import dnnl as host_dnnl
+
+        assert native.team == (host_dnnl.library() is not None)
+        calls = native.calls[:]
+        native.calls[0] = lambda first=calls[0]: (seen.append(threading.current_thread().name), first())
+        for _ in range(3):
+            x = rng.standard_normal(_SHAPE).astype(np.float32)
+            got = plan.run_numpy({"x": x})["y"]
+            np.testing.assert_allclose(got, _reference(g, x), rtol=1e-4, atol=1e-4)
+        assert seen == [threading.current_thread().name] * 3
+    finally:
+        plan.release()
+
+
+def test_runs_returning_tensors_and_arrays_alternate_in_order(rng):
+    """Runs returning Tensors (through submitted transfers) and NumPy runs (copied on the caller's thread) of one
+    plan alternate behind other queued work: each result is its own input's."""
+    g = _conv_plan(rng)
+    plan = g.compile(["host"])
+    host = dl.device("host")
+    try:
+        xs = [rng.standard_normal(_SHAPE).astype(np.float32) for _ in range(6)]
+        plan.run_numpy({"x": xs[0]})
+
+        def slow(x: "float*") -> None:  # noqa: F722
+            time.sleep(0.1)
+
+        for k in range(0, 6, 2):
+            blocker = host.pool.allocate(4, np.float32)
+            host.launch(host.compile(slow, "slow"), [blocker], 1)  # the run below queues behind it
+            tensors = plan.run({"x": xs[k]})
+            arrays = plan.run_numpy({"x": xs[k + 1]})
+            np.testing.assert_allclose(tensors["y"].numpy(), _reference(g, xs[k]), rtol=1e-4, atol=1e-4)
+            np.testing.assert_allclose(arrays["y"], _reference(g, xs[k + 1]), rtol=1e-4, atol=1e-4)
+            host.pool.free(tensors["y"].buffer)
+            host.pool.free(blocker)
+    finally:
+        plan.release()

@@ -792,14 +792,15 @@ class _VendorGemm(_Vendor):
         """Queue the product on ``stream`` (the device is current)."""
         blas, dtype = self.dev._blas(), outs[0].dtype
         a, b, y = (_address(x) for x in (in_bufs[0], in_bufs[1], out_bufs[0]))
+        tf32 = bool(attrs.get("allow_tf32"))
         if self.name == "matmul":
-            cuda_blas.matmul(blas, stream.ptr, dtype, ins[0].shape, ins[1].shape, a, b, y)
+            cuda_blas.matmul(blas, stream.ptr, dtype, ins[0].shape, ins[1].shape, a, b, y, tf32)
             return
         ta, tb = attrs["transA"], attrs["transB"]
         (m, k), n = (ins[0].shape[::-1] if ta else ins[0].shape), (ins[1].shape[0] if tb else ins[1].shape[1])
         alpha = attrs["alpha"] if len(ins) == 2 else 1.0
         blas.gemm(stream.ptr, dtype, ta, tb, m, n, k, alpha, a, m if ta else k, 0, b, k if tb else n, 0, 0.0,
-                  y, n, 0, 1)
+                  y, n, 0, 1, tf32)
         if len(ins) == 3:
             with stream:
                 double = dtype == np.float64

@@ -20,7 +20,7 @@ import numpy as np
 
 _DATA = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.float16): 2}  # cudaDataType
 DTYPES = frozenset(_DATA)  # what the products take
-_COMPUTE_32F, _COMPUTE_64F = 68, 70  # cublasComputeType_t
+_COMPUTE_32F, _COMPUTE_64F, _COMPUTE_32F_FAST_TF32 = 68, 70, 77  # cublasComputeType_t
 _OP_N, _OP_T = 0, 1
 WORKSPACE = 32 << 20
 
@@ -71,10 +71,12 @@ class Blas:
 
     def gemm(self, stream: int, dtype: np.dtype, trans_a: bool, trans_b: bool, m: int, n: int, k: int,
              alpha: float, a: int, lda: int, stride_a: int, b: int, ldb: int, stride_b: int, beta: float,
-             c: int, ldc: int, stride_c: int, batch: int) -> None:
-        """Row-major C (m, n) = alpha op(A) (m, k) @ op(B) (k, n) + beta C, ``batch`` times (strides in elements)."""
+             c: int, ldc: int, stride_c: int, batch: int, tf32: bool = False) -> None:
+        """Row-major C (m, n) = alpha op(A) (m, k) @ op(B) (k, n) + beta C, ``batch`` times (strides in elements);
+        ``tf32``: float32 products may run TF32 on tensor cores (else IEEE float32)."""
         scalar = np.array([alpha, beta], np.float64 if dtype == np.float64 else np.float32)
-        compute = _COMPUTE_64F if dtype == np.float64 else _COMPUTE_32F
+        compute = (_COMPUTE_64F if dtype == np.float64 else
+                   _COMPUTE_32F_FAST_TF32 if tf32 and dtype == np.float32 else _COMPUTE_32F)
         t = _DATA[dtype]
         with self.lock:
             self._status(self.lib.cublasSetStream_v2(self.handle, ctypes.c_void_p(stream)), "cublasSetStream")
@@ -92,8 +94,10 @@ class Blas:
             raise RuntimeError(f"{what} failed with cuBLAS status {status}")
 
 
-def matmul(blas: Blas, stream: int, dtype: np.dtype, a_shape: tuple, b_shape: tuple, a: int, b: int, c: int) -> None:
-    """NumPy matmul semantics (1-D operands, broadcast batches) on contiguous row-major operands at a, b -> c."""
+def matmul(blas: Blas, stream: int, dtype: np.dtype, a_shape: tuple, b_shape: tuple, a: int, b: int, c: int,
+           tf32: bool = False) -> None:
+    """NumPy matmul semantics (1-D operands, broadcast batches) on contiguous row-major operands at a, b -> c
+    (``tf32`` as ``Blas.gemm``)."""
     a_shape = (1,) + tuple(a_shape) if len(a_shape) == 1 else tuple(a_shape)
     b_shape = tuple(b_shape) + (1,) if len(b_shape) == 1 else tuple(b_shape)
     (m, k), n = a_shape[-2:], b_shape[-1]
@@ -102,23 +106,23 @@ def matmul(blas: Blas, stream: int, dtype: np.dtype, a_shape: tuple, b_shape: tu
     ba, bb = (1,) * (len(bc) - len(ba)) + ba, (1,) * (len(bc) - len(bb)) + bb
     count = math.prod(bc)
     if ba == bc and math.prod(bb) == 1:  # one B: A's batches fold into its rows, one product
-        blas.gemm(stream, dtype, False, False, count * m, n, k, 1.0, a, k, 0, b, n, 0, 0.0, c, n, 0, 1)
+        blas.gemm(stream, dtype, False, False, count * m, n, k, 1.0, a, k, 0, b, n, 0, 0.0, c, n, 0, 1, tf32)
     elif bb == bc and (ba == bc or math.prod(ba) == 1):  # one strided batch (A shared or not)
         blas.gemm(stream, dtype, False, False, m, n, k, 1.0, a, k, m * k if ba == bc else 0, b, n, k * n, 0.0,
-                  c, n, m * n, count)
+                  c, n, m * n, count, tf32)
     else:
-        _each(blas, stream, dtype, ba, bb, bc, m, n, k, a, b, c)
+        _each(blas, stream, dtype, ba, bb, bc, m, n, k, a, b, c, tf32)
 
 
 def _each(blas: Blas, stream: int, dtype: np.dtype, ba: tuple, bb: tuple, bc: tuple, m: int, n: int, k: int,
-          a: int, b: int, c: int) -> None:
+          a: int, b: int, c: int, tf32: bool) -> None:
     """General broadcasting: one product per output matrix."""
     size = dtype.itemsize
     for i, index in enumerate(itertools.product(*[range(d) for d in bc])):
         ia = int(np.ravel_multi_index([x if d > 1 else 0 for x, d in zip(index, ba)], ba)) if ba else 0
         ib = int(np.ravel_multi_index([x if d > 1 else 0 for x, d in zip(index, bb)], bb)) if bb else 0
         blas.gemm(stream, dtype, False, False, m, n, k, 1.0, a + ia * m * k * size, k, 0, b + ib * k * n * size, n,
-                  0, 0.0, c + i * m * n * size, n, 0, 1)
+                  0, 0.0, c + i * m * n * size, n, 0, 1, tf32)
 
 
 _LIB: list = []

@@ -110,9 +110,11 @@ def im2col_conv(dev: Any, stream: Any, ins: Any, outs: Any, attrs: dict, x: int,
     K, P, image = C * math.prod(k3), math.prod(out3), C * math.prod(in3)
     pointwise = all(k == 1 for k in k3) and all(s == 1 for s in s3) and not any(attrs["pads"])
     blas, size = dev._blas(), xt.dtype.itemsize
+    tf32 = bool(attrs.get("allow_tf32"))
     with stream:
         if pointwise:  # Y[n] (M, P) = W (M, C) @ X[n] (C, P): one strided batch over the images
-            blas.gemm(stream.ptr, xt.dtype, False, False, M, P, K, 1.0, w, K, 0, x, P, image, 0.0, y, P, M * P, N)
+            blas.gemm(stream.ptr, xt.dtype, False, False, M, P, K, 1.0, w, K, 0, x, P, image, 0.0, y, P, M * P, N,
+                      tf32)
         else:
             per = max(1, min(N, _COL_BYTES // (K * P * size)))
             col = cupy.empty((per, K, P), xt.dtype)
@@ -121,7 +123,7 @@ def im2col_conv(dev: Any, stream: Any, ins: Any, outs: Any, attrs: dict, x: int,
                 nb = min(per, N - n0)
                 _im2col()(xs, n0 * image, C, *in3, *k3, *out3, *s3, *p3, *d3, col[:nb])
                 blas.gemm(stream.ptr, xt.dtype, False, False, M, P, K, 1.0, w, K, 0, col.data.ptr, P, K * P, 0.0,
-                          y + n0 * M * P * size, P, M * P, nb)
+                          y + n0 * M * P * size, P, M * P, nb, tf32)
         epilogue(index, ins, outs, attrs, b, y, z)
 
 
@@ -197,7 +199,7 @@ class DnnConv(Im2colConv):
                 xt.dtype, xt.shape[:2] + lift + xt.shape[2:], wt.shape[:2] + lift + wt.shape[2:],
                 yt.shape[:2] + lift + yt.shape[2:], ((0,) + pads[:1]) if nd == 1 else pads[:nd],
                 lift + tuple(attrs["strides"]), lift + tuple(attrs["dilations"]), attrs["group"], len(ins) >= 3,
-                attrs.get("activation") == "relu", len(ins) == 4, (last, False, last))
+                attrs.get("activation") == "relu", len(ins) == 4, (last, False, last), bool(attrs.get("allow_tf32")))
         except cuda_dnn.DnnError as exc:
             self.dev._dnn().refuse(str(exc))
             return None
@@ -421,8 +423,11 @@ class DnnConv(Im2colConv):
 
 def _key(ins: Any, outs: Any, attrs: dict, last: bool = False) -> tuple:
     """What decides a convolution's route (its NCHW one, or with ``last`` its channels-last one)."""
+    tf32 = ("tf32",) if attrs.get("allow_tf32") else ()  # (before the layout: a channels-last key less its end is
+    # the NCHW one)
     return (ins[0].dtype, tuple(t.shape for t in ins), outs[0].shape, tuple(attrs["pads"]), tuple(attrs["strides"]),
-            tuple(attrs["dilations"]), attrs["group"], attrs.get("activation")) + (("channels-last",) if last else ())
+            tuple(attrs["dilations"]), attrs["group"], attrs.get("activation")) + tf32 + (
+                ("channels-last",) if last else ())
 
 
 #: the disk cache's kind for convolution routes (a new name where what is stored changes meaning)

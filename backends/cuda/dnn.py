@@ -8,7 +8,8 @@ from cuDNN's timed search when a layer is tuned, from an earlier process's searc
 and ``cudnnConvolutionBiasActivationForward`` where bias and ReLU fuse into
 the convolution (elsewhere the caller applies them in one pass of its own).
 float32 runs without TF32 (``CUDNN_FMA_MATH``): IEEE products, as the op
-library computes; float16 on tensor cores, accumulating in float32.
+library computes, unless the plan allows TF32 (``compile(..., allow_tf32=True)``);
+float16 on tensor cores, accumulating in float32.
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ class _Layer:
     """Descriptors and the chosen algorithm of one convolution geometry."""
 
     def __init__(self, dnn: "Dnn", key: tuple) -> None:
-        dtype, x, w, y, pads, strides, dilations, group, bias, relu, summand, (x_last, w_last, y_last) = key
+        dtype, x, w, y, pads, strides, dilations, group, bias, relu, summand, (x_last, w_last, y_last), tf32 = key
         self.dnn = dnn
         self.lib = lib = dnn.lib
         self.descs: list[tuple[str, Any]] = []
@@ -143,9 +144,10 @@ class _Layer:
         dnn.check(lib.cudnnSetConvolutionNdDescriptor(self.conv, nd, _ints(pads), _ints(strides), _ints(dilations),
                                                       _CROSS_CORRELATION, compute), "cudnnSetConvolutionNdDescriptor")
         dnn.check(lib.cudnnSetConvolutionGroupCount(self.conv, group), "cudnnSetConvolutionGroupCount")
-        # float32 without TF32; half precision on tensor cores (as PyTorch asks cuDNN for), accumulating in float32
-        math_type = {np.dtype(np.float32): _FMA_MATH, np.dtype(np.float16): _TENSOR_OP_MATH}.get(np.dtype(dtype),
-                                                                                                _DEFAULT_MATH)
+        # float32 without TF32 unless the plan allows it; half precision on tensor cores (as PyTorch asks cuDNN
+        # for), accumulating in float32
+        math_type = {np.dtype(np.float32): _DEFAULT_MATH if tf32 else _FMA_MATH,
+                     np.dtype(np.float16): _TENSOR_OP_MATH}.get(np.dtype(dtype), _DEFAULT_MATH)
         dnn.check(lib.cudnnSetConvolutionMathType(self.conv, math_type), "cudnnSetConvolutionMathType")
         self.bias = self._tensor(t, (1, y[1]) + (1,) * (len(y) - 2)) if bias else None
         self.act = None
@@ -239,12 +241,13 @@ class Dnn:
 
     def layer(self, dtype: np.dtype, x: Sequence[int], w: Sequence[int], y: Sequence[int], pads: Sequence[int],
               strides: Sequence[int], dilations: Sequence[int], group: int, bias: bool, relu: bool,
-              summand: bool = False, lasts: tuple[bool, bool, bool] = (False, False, False)) -> _Layer:
+              summand: bool = False, lasts: tuple[bool, bool, bool] = (False, False, False),
+              tf32: bool = False) -> _Layer:
         """The descriptors and algorithm of one geometry (made once). Shapes are NCHW-style, 2-D or 3-D spatial;
         ``summand``: a tensor of the output's shape is added before the activation; ``lasts``: whether x, w and
-        y (and the summand) are stored channels-last."""
+        y (and the summand) are stored channels-last; ``tf32``: a float32 layer may run TF32 on tensor cores."""
         key = (np.dtype(dtype), tuple(x), tuple(w), tuple(y), tuple(pads), tuple(strides), tuple(dilations), group,
-               bias, relu, summand, tuple(bool(v) for v in lasts))
+               bias, relu, summand, tuple(bool(v) for v in lasts), bool(tf32) and np.dtype(dtype) == np.float32)
         with self.lock:
             layer = self.layers.get(key)
             if layer is None:

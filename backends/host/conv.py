@@ -1,7 +1,7 @@
 """Convolutions on the host through oneDNN, where it is installed.
 
 Every float32 convolution oneDNN can build (1-3-D, grouped, with bias, Z and
-ReLU or a clip) runs through it (``host_dnnl.ConvLayer``, one per geometry, kept in
+an activation as oneDNN's eltwise post-op) runs through it (``host_dnnl.ConvLayer``, one per geometry, kept in
 ``HostDevice.onednn_layers``); the rest run the op's NumPy implementation.
 All of a model's convolutions go one way on purpose: oneDNN's OpenMP threads
 and OpenBLAS's threads each spin for a while after their work, and
@@ -22,18 +22,24 @@ import numpy as np
 
 from . import dnnl as host_dnnl
 from .dnnl_op import Binding, OnednnOp
+from .eltwise import ALGORITHMS
 
 
 #: convolutions of fewer floating-point operations run on one thread (about 40 us of work there)
 SMALL_FLOPS = 4_000_000
 
 
-def _clip(attrs: dict) -> tuple[float, float] | None:
-    """The bounds of a fused clip activation (oneDNN's post-op; unbounded ends as float32's largest), or None."""
-    if attrs.get("activation") != "clip":
+def post_op(attrs: dict) -> tuple[int, float, float] | None:
+    """The conv's checked activation as oneDNN's eltwise post-op (algorithm, alpha, beta), or None (clip: its
+    bounds, unbounded ends as float32's largest)."""
+    name = attrs.get("activation")
+    if name is None:
         return None
-    big = float(np.finfo(np.float32).max)
-    return (max(attrs["activation_min"], -big), min(attrs["activation_max"], big))
+    if name == "clip":
+        big = float(np.finfo(np.float32).max)
+        return (host_dnnl.ELTWISE_CLIP, max(attrs["activation_min"], -big), min(attrs["activation_max"], big))
+    algorithm, params = ALGORITHMS[name]  # (the checked attributes fill in alpha and beta where the op takes them)
+    return (algorithm, *params({"alpha": attrs.get("activation_alpha"), "beta": attrs.get("activation_beta")}))
 
 
 class OnednnConv(OnednnOp):
@@ -47,12 +53,11 @@ class OnednnConv(OnednnOp):
         if ins[0].dtype not in host_dnnl.DTYPES or not 1 <= nd <= 3 or any(t.size == 0 for t in (*ins, *outs)):
             return None
         return (tuple(t.shape for t in ins), outs[0].shape, tuple(attrs["pads"]), tuple(attrs["strides"]),
-                tuple(attrs["dilations"]), attrs["group"], attrs.get("activation") == "relu", _clip(attrs))
+                tuple(attrs["dilations"]), attrs["group"], post_op(attrs))
 
     def _build(self, key: tuple, ins: Any, outs: Any, attrs: dict, binding: Binding) -> host_dnnl.ConvLayer:
         return host_dnnl.ConvLayer(ins[0].shape, ins[1].shape, outs[0].shape, attrs["pads"], attrs["strides"],
-                                   attrs["dilations"], attrs["group"], len(ins) >= 3, len(ins) == 4,
-                                   attrs.get("activation") == "relu", _clip(attrs))
+                                   attrs["dilations"], attrs["group"], len(ins) >= 3, len(ins) == 4, post_op(attrs))
 
     def small(self, ins: Any, outs: Any, attrs: dict) -> bool:
         """Convolutions of fewer than ``SMALL_FLOPS`` multiply-adds x 2 run on the calling thread alone."""

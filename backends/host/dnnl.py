@@ -37,8 +37,8 @@ _GROUPED = {1: 5, 2: 6, 3: 7}  # goiw, goihw, goidhw
 VECTOR = 2  # the format tag of a 1-D tensor ("a")
 FORWARD_INFERENCE = 96
 _CONVOLUTION_DIRECT = 1
-_ELTWISE_RELU = 32
-_ELTWISE_CLIP = 0x2F  # dnnl_eltwise_clip_v2: alpha <= y <= beta
+ELTWISE_RELU = 32
+ELTWISE_CLIP = 0x2F  # dnnl_eltwise_clip_v2: alpha <= y <= beta
 ARG_SRC, ARG_WEIGHTS, ARG_BIAS, ARG_DST = 1, 33, 41, 17
 ARG_SRC_1 = 2  # a binary primitive's second input
 ARG_MEAN, ARG_VARIANCE, ARG_SCALE, ARG_SHIFT, ARG_MULTIPLE_SRC = 49, 50, 51, 52, 1024
@@ -409,7 +409,8 @@ class ConvLayer(Layer):
 
     def __init__(self, x: Sequence[int], w: Sequence[int], y: Sequence[int], pads: Sequence[int],
                  strides: Sequence[int], dilations: Sequence[int], group: int, bias: bool, summand: bool,
-                 relu: bool, clip: tuple[float, float] | None = None) -> None:
+                 activation: tuple[int, float, float] | None = None) -> None:
+        """``activation``: oneDNN's eltwise post-op applied last, as (algorithm, alpha, beta), or None."""
         super().__init__()
         lib, eng = self.lib, self.eng
         nd = len(x) - 2
@@ -425,10 +426,8 @@ class ConvLayer(Layer):
         ops = self._made("dnnl_post_ops_create", "dnnl_post_ops_destroy")
         if summand:
             check(lib, lib.dnnl_post_ops_append_sum(ops, 1.0, 0, 0), "dnnl_post_ops_append_sum")
-        if relu:
-            check(lib, lib.dnnl_post_ops_append_eltwise(ops, _ELTWISE_RELU, 0.0, 0.0), "dnnl_post_ops_append_eltwise")
-        if clip is not None:  # (a NaN comes out as a bound, as in onnxruntime's fused Conv + Clip)
-            check(lib, lib.dnnl_post_ops_append_eltwise(ops, _ELTWISE_CLIP, *clip), "dnnl_post_ops_append_eltwise")
+        if activation is not None:  # (a clip turns a NaN into a bound, as onnxruntime's fused Conv + Clip does)
+            check(lib, lib.dnnl_post_ops_append_eltwise(ops, *activation), "dnnl_post_ops_append_eltwise")
         check(lib, lib.dnnl_primitive_attr_set_post_ops(attr, ops), "dnnl_primitive_attr_set_post_ops")
         pd = ctypes.c_void_p()
         check(lib, lib.dnnl_convolution_forward_primitive_desc_create(

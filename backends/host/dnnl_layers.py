@@ -202,12 +202,13 @@ class EltwiseLayer(Layer):
 
 
 class BinaryLayer(Layer):
-    """oneDNN's binary primitive ``alg``: Y = A op B over plain float32 tensors of one rank, Y of A's shape, B
-    broadcast along its axes of one element."""
+    """oneDNN's binary primitive ``alg``: Y = A op B over float32 tensors of one rank, Y of A's shape, B
+    broadcast along its axes of one element; plain row-major, or A and Y channels-last (``last``)."""
 
-    def __init__(self, a: Sequence[int], b: Sequence[int], alg: int) -> None:
+    def __init__(self, a: Sequence[int], b: Sequence[int], alg: int, last: bool = False) -> None:
         super().__init__()
-        md_a, md_b = self._md(a, len(a) + 1), self._md(b, len(b) + 1)  # ab, abc...: plain row-major
+        md_a = self._md(a, tag(len(a), True) if last else len(a) + 1)  # ab, abc...: plain row-major
+        md_b = self._md(b, len(b) + 1)
         self.m_a, self.m_b, self.m_y = self._memory(md_a), self._memory(md_b), self._memory(md_a)
         pd = ctypes.c_void_p()
         check(self.lib, self.lib.dnnl_binary_primitive_desc_create(

@@ -179,7 +179,8 @@ class DynamicPlan(Profiled):
 
     def __init__(self, builder: Builder, inputs: Sequence[InputSpec], outputs: Sequence[str], devices: Any,
                  placement: Mapping[str, Any] | None = None, strict: bool = False, policy: str = "fill",
-                 record: bool = True, cache_size: int = 16, name: str = "model", fuse: bool = True) -> None:
+                 record: bool = True, cache_size: int = 16, name: str = "model", fuse: bool = True,
+                 allow_tf32: bool = False) -> None:
         from ..registry import device as find, devices as every
 
         if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
@@ -198,6 +199,9 @@ class DynamicPlan(Profiled):
         self.cache_size = cache_size
         self._options = (dict(placement or {}), strict, policy, record)
         self.fuse = fuse
+        if not isinstance(allow_tf32, bool):
+            raise InvalidArgument(f"compile: allow_tf32 must be True or False, got {allow_tf32!r}")
+        self.allow_tf32 = allow_tf32
         self.constants = ConstantStore()
         self.stats: dict[str, Any] = {"hits": 0, "misses": 0, "evictions": 0, "prepare_seconds": 0.0}
         self.waits: dict[str, dict[str, Any]] = {}  # what -> {"kind", "count", "bytes", "seconds"}
@@ -208,10 +212,11 @@ class DynamicPlan(Profiled):
 
     @property
     def options(self) -> dict[str, Any]:
-        """The compile options (placement, strict, policy, record, cache_size), for plans of subgraphs."""
+        """The compile options (placement, strict, policy, record, cache_size, fuse, allow_tf32), for plans of
+        subgraphs."""
         placement, strict, policy, record = self._options
         return {"placement": placement, "strict": strict, "policy": policy, "record": record,
-                "cache_size": self.cache_size, "fuse": self.fuse}
+                "cache_size": self.cache_size, "fuse": self.fuse, "allow_tf32": self.allow_tf32}
 
     # -- preparing ----------------------------------------------------------------------------------
     def compile_graph(self, graph: Graph) -> Any:
@@ -222,7 +227,7 @@ class DynamicPlan(Profiled):
         present = {n.name for n in graph.nodes} | {n.op for n in graph.nodes}
         here = {k: v for k, v in placement.items() if k in present}
         return graph.compile(self.devices, placement=here, strict=strict, policy=policy, record=record,
-                             constants=self.constants, fuse=self.fuse)
+                             constants=self.constants, fuse=self.fuse, allow_tf32=self.allow_tf32)
 
     def prepare(self, **inputs: Any) -> None:
         """Specialise (and cache) the first segment for inputs like these, without running it."""

@@ -199,7 +199,7 @@ class Graph:
 
     def compile(self, devices: Any = "auto", placement: dict[str, Any] | None = None, strict: bool = False,
                 policy: str = "fill", record: bool = True, constants: Any = None, fuse: bool = True,
-                parallel: str = "model", timeout: float | None = None) -> Any:
+                parallel: str = "model", timeout: float | None = None, allow_tf32: bool = False) -> Any:
         """Prepare an ExecutionPlan: placement (explicit ``placement`` wins), transfers, memory, kernels.
 
         ``devices`` is "auto" (every device, in preference order) or a list of ids/devices; ids of cluster
@@ -209,6 +209,8 @@ class Graph:
         ``graph.constants.ConstantStore``) shares the device copies of constants with other plans.  ``fuse``
         replaces decomposed LayerNorm/Softmax/GELU by their ops and chains of pointwise ops on one device by one
         kernel each (``graph/fuse.py``); ``fuse=False`` runs the graph node by node as written.
+        ``allow_tf32`` lets float32 products and convolutions run TF32 on devices with such units (CUDA's tensor
+        cores; about 1e-3 relative off IEEE float32; ``graph/precision.py``); off by default.
         Over a cluster only: ``parallel="model"`` splits the graph over the nodes (stages that overlap
         when several requests are in flight), ``"data"`` runs the whole graph on every node on a part of
         the batch; ``timeout`` bounds each run (seconds).
@@ -234,7 +236,12 @@ class Graph:
             raise GraphError("compile: no devices")
         if not isinstance(fuse, bool):
             raise InvalidArgument(f"compile: fuse must be True or False, got {fuse!r}")
+        if not isinstance(allow_tf32, bool):
+            raise InvalidArgument(f"compile: allow_tf32 must be True or False, got {allow_tf32!r}")
         if any(remote.is_remote(d) for d in chosen):
+            if allow_tf32:
+                raise InvalidArgument("compile: allow_tf32 is for plans of this machine's devices, not over a "
+                                      "cluster")
             return remote.provider().compile(self, chosen, placement, strict, policy, record, constants, fuse,
                                              parallel, timeout)
         if parallel != "model":
@@ -243,7 +250,7 @@ class Graph:
         if timeout is not None:
             raise InvalidArgument("compile: timeout bounds the runs of a plan over a cluster; a plan of this "
                                   "machine's devices takes none")
-        return ExecutionPlan(self, chosen, placement, strict, policy, record, constants, fuse)
+        return ExecutionPlan(self, chosen, placement, strict, policy, record, constants, fuse, allow_tf32)
 
     def subgraph(self, nodes: Sequence[Node], exports: Sequence[Value], name: str | None = None) -> "Graph":
         """A graph of ``nodes`` (in order, names kept): a value they read that none of them makes becomes an

@@ -7,9 +7,10 @@ Transpose(K)), a scale, an optional constant mask, Softmax and MatMul(., V).  Ea
 matcher here checks the structure exactly (axes, keepdims, the constants: epsilon, sqrt(2), 0.5, 1, 0.044715,
 sqrt(2/pi)) and that every intermediate is read only inside the pattern, and gives a ``Replacement``: the
 pattern's nodes, the op standing for them and its inputs.  A replacement is kept only where its op runs on the
-device the pattern's nodes were placed on; elsewhere the nodes stay as they are.  SiLU's swish, and a Clip
-after a Conv (ReLU6) as the conv's clip activation, replace their patterns on the host only (``HOST_ONLY``),
-where one library call beats NumPy's passes (oneDNN clips in the convolution's post-op).
+device the pattern's nodes were placed on; elsewhere the nodes stay as they are.  SiLU's swish, and an
+activation after a Conv (ReLU6's Clip, SiLU, hard swish, sigmoid...) as the conv's activation, replace their
+patterns on the host only (``HOST_ONLY``), where one library call beats NumPy's passes (oneDNN applies the
+activation in the convolution's post-op).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 
 from ..errors import DeviceLayerError
 from ..kernels.op import TensorType, get
+from ..kernels.ops.conv import HOST_ACTIVATIONS
 from .ir import Node, Value
 
 
@@ -322,19 +324,51 @@ def swish(g: _Graph, top: Node) -> Replacement | None:
     return None
 
 
-def conv_clip(g: _Graph, top: Node) -> Replacement | None:
-    """conv -> clip (ReLU6, as MobileNets write it) as one conv with a clip activation: a constant-bounded Clip
-    that alone reads a conv without an activation of its own."""
-    if top.op != "clip" or len(top.inputs) != 1:
+#: unary ops a conv takes as its activation on the host (``kernels/ops/conv.py``), beside clip and x * sigmoid(x)
+CONV_ACTIVATIONS = frozenset(HOST_ACTIVATIONS)
+#: an activation op's attributes -> the conv's
+_ACTIVATION_ATTRS = {"alpha": "activation_alpha", "beta": "activation_beta"}
+
+
+def conv_activation(g: _Graph, top: Node) -> Replacement | None:
+    """conv -> activation as one conv with that activation (oneDNN's post-op on the host): a constant-bounded Clip
+    (ReLU6, as MobileNets write it), an activation of ``CONV_ACTIVATIONS``, or x * sigmoid(x) (SiLU, as
+    exporters write it), that alone reads a float conv without an activation of its own."""
+    if top.op == "mul" and len(top.inputs) == 2:
+        for x, s in ((top.inputs[0], top.inputs[1]), (top.inputs[1], top.inputs[0])):
+            sig = s.producer
+            if sig is not None and sig.op == "sigmoid" and sig.inputs[0] is x and g.internal(s, [top]) \
+                    and g.internal(x, [top, sig]):
+                conv = _activated_conv(g, x)
+                if conv is not None:
+                    return Replacement("conv_activation", [top, sig, conv], "conv",
+                                       {**conv.attrs, "activation": "swish", "activation_alpha": 1.0},
+                                       list(conv.inputs), [top.outputs[0]])
         return None
-    conv = top.inputs[0].producer
-    if conv is None or conv.op != "conv" or conv.attrs.get("activation") is not None \
+    if (top.op != "clip" and top.op not in CONV_ACTIVATIONS) or len(top.inputs) != 1 \
             or g.only(top.inputs[0]) is not top:
         return None
-    lo, hi = top.attrs.get("min", -math.inf), top.attrs.get("max", math.inf)
-    attrs = {**conv.attrs, "activation": "clip", "activation_min": -math.inf if lo is None else lo,
-             "activation_max": math.inf if hi is None else hi}
-    return Replacement("conv_clip", [top, conv], "conv", attrs, list(conv.inputs), [top.outputs[0]])
+    conv = _activated_conv(g, top.inputs[0])
+    if conv is None:
+        return None
+    if top.op == "clip":
+        lo, hi = top.attrs.get("min", -math.inf), top.attrs.get("max", math.inf)
+        extra = {"activation_min": -math.inf if lo is None else lo, "activation_max": math.inf if hi is None else hi}
+    else:
+        extra = {_ACTIVATION_ATTRS[k]: v for k, v in top.attrs.items() if k in _ACTIVATION_ATTRS}
+        if len(extra) != len(top.attrs):
+            return None
+    return Replacement("conv_activation", [top, conv], "conv", {**conv.attrs, "activation": top.op, **extra},
+                       list(conv.inputs), [top.outputs[0]])
+
+
+def _activated_conv(g: _Graph, v: Value) -> Node | None:
+    """The float conv without an activation that makes ``v``, else None."""
+    conv = v.producer
+    if conv is None or conv.op != "conv" or conv.attrs.get("activation") is not None \
+            or g.types[id(v)].dtype.kind != "f":
+        return None
+    return conv
 
 
 # -- GroupNorm -------------------------------------------------------------------------------------------------------
@@ -451,10 +485,10 @@ def attention(g: _Graph, last: Node) -> Replacement | None:
 
 #: ops that replace their pattern on the host only: a kernel device computes their chain (x * sigmoid(x)) as one
 #: fused kernel anyway, which may also join a product's epilogue
-HOST_ONLY = frozenset({"swish", "conv_clip"})  # pattern kinds
+HOST_ONLY = frozenset({"swish", "conv_activation"})  # pattern kinds
 
-MATCHERS: tuple[Callable[[_Graph, Node], Replacement | None], ...] = (layer_norm, softmax, gelu, swish,
-                                                                     conv_clip, group_norm, attention)
+MATCHERS: tuple[Callable[[_Graph, Node], Replacement | None], ...] = (layer_norm, softmax, gelu, conv_activation,
+                                                                     swish, group_norm, attention)
 
 
 def find(nodes: list[Node], types: Mapping[int, TensorType], outputs: set[int], readers: Mapping[int, list[Node]],

@@ -28,6 +28,7 @@ from ..tensors import Tensor
 from ..transfer import copy_between
 from .ir import Graph, Node, Value
 from .fuse import Fusion, annotate, fuse_graph, kernel_counts, report_lines
+from . import precision
 from .layout import negotiate
 from .memory import ArenaPlan, Slot, nbytes as _nbytes, plan_arena
 from .placement import Placement, place, placement_lines
@@ -93,9 +94,12 @@ class ExecutionPlan(Profiled):
     """A compiled graph: ``plan(x=array)`` returns a dict of NumPy outputs; ``plan.run`` works on device Tensors."""
 
     def __init__(self, graph: Graph, devices: Sequence[Device], placement: Mapping[str, Any] | None,
-                 strict: bool, policy: str, record: bool = True, constants: Any = None, fuse: bool = True) -> None:
+                 strict: bool, policy: str, record: bool = True, constants: Any = None, fuse: bool = True,
+                 allow_tf32: bool = False) -> None:
         self.source_graph = graph  # the caller's graph; ``graph`` is what runs (fused where ``fuse``)
         self.fusion: Fusion | None = None
+        if allow_tf32:
+            graph = precision.allow_tf32(graph)
         if fuse:
             graph, self.fusion = fuse_graph(graph, list(devices), placement, strict, policy)
             if self.fusion is not None:

@@ -42,6 +42,19 @@ class Segment:
 
 
 @dataclass
+class Direct:
+    """A replay whose work is all one device's, in memory the host addresses (``pool.maps_host_memory``): NumPy
+    inputs are copied into their bound buffers and outputs out of theirs on the caller's thread, around the one
+    submission of the recording, with no transfer submitted (``run_direct``)."""
+
+    segment: Segment
+    inputs: list[tuple[int, np.ndarray]]  # (value id, the bound buffer as an array of the input's type)
+    outputs: list[tuple[str, np.ndarray]]  # (output name, the bound buffer as an array of the output's type)
+    #: the last submission: a run returning Tensors leaves its work in flight, which the next run's copies wait for
+    last: Event | None = None
+
+
+@dataclass
 class Replay:
     """A prepared plan in recorded form: bound input/output buffers and the work in submission order."""
 
@@ -52,6 +65,7 @@ class Replay:
     #: (value, device) -> the device's host array (pinned where it can be) that NumPy inputs and outputs pass
     #: through, and the last transfer from or into it
     staging: dict[tuple[int, int], tuple[np.ndarray, Event | None]] = field(default_factory=dict)
+    direct: Direct | None = None  # where the work is one device's in host-addressed memory
 
     def stage(self, key: tuple[int, int], dev: Device, t: Any) -> np.ndarray | None:
         """The staging host array of an input or output (made on first use, free for the caller once the last
@@ -113,7 +127,46 @@ def build(prepared: Any, graph: Any) -> Replay:
     for name, v in graph.outputs.items():
         home = next((s.device for s in prepared.steps if s.kind == "output" and s.value is v), None)
         outputs[name] = (v, home)
-    return Replay(io, bufs, work, outputs)
+    replay = Replay(io, bufs, work, outputs)
+    replay.direct = _direct(replay, types)
+    return replay
+
+
+def _direct(replay: Replay, types: Mapping[int, Any]) -> Direct | None:
+    """The replay's ``Direct`` form where one segment of a host-addressed device does all of its work, reading
+    only inputs uploaded to it and making every output; else None."""
+    segments = [w for w in replay.work if isinstance(w, Segment)]
+    if len(segments) != 1 or not segments[0].device.pool.maps_host_memory:
+        return None
+    seg = segments[0]
+    dev = seg.device
+    if any(not isinstance(w, Segment) and (w.kind != "input" or w.device is not dev) for w in replay.work):
+        return None
+    if any(home is not dev for _, home in replay.outputs.values()):
+        return None
+
+    def array(v_id: int) -> np.ndarray:
+        t = types[v_id]
+        buf = replay.io[(v_id, id(dev))]
+        return dev.pool.host_view(buf)[:t.size * t.dtype.itemsize].view(t.dtype).reshape(t.shape)
+
+    inputs = [(id(w.value), array(id(w.value))) for w in replay.work if not isinstance(w, Segment)]
+    outputs = [(name, array(id(v))) for name, (v, _) in replay.outputs.items()]
+    return Direct(seg, inputs, outputs)
+
+
+def run_direct(direct: Direct, feeds: Mapping[int, Any], node_events: list[tuple[Node, Event]]) -> dict[str, Any]:
+    """One run of a ``Direct`` replay on NumPy feeds (each of its input's type), as NumPy arrays by output name;
+    appends each node's event."""
+    if direct.last is not None and not direct.last.done:
+        direct.last.wait()
+    for v_id, arr in direct.inputs:
+        np.copyto(arr, feeds[v_id], casting="no")
+    seg = direct.segment
+    ev = direct.last = seg.recording.replay()
+    node_events.extend((n, ev) for n in seg.nodes)
+    ev.wait()
+    return {name: arr.copy() for name, arr in direct.outputs}
 
 
 def _record_node(seg: Segment, step: Any, types: Mapping[int, Any], bufs: Mapping[tuple[int, int], Buffer],
@@ -142,6 +195,11 @@ def _record_node(seg: Segment, step: Any, types: Mapping[int, Any], bufs: Mappin
 def run(replay: Replay, feeds: Mapping[int, Any], types: Mapping[int, Any], to_numpy: bool,
         devices: list[Device], node_events: list[tuple[Node, Event]]) -> dict[str, Any]:
     """One run: NumPy arrays (``to_numpy``) or caller-owned Tensors by output name; appends each node's event."""
+    direct = replay.direct
+    if direct is not None:
+        if to_numpy and all(type(x) is np.ndarray for x in feeds.values()):
+            return run_direct(direct, feeds, node_events)
+        # (this run's transfers are submitted in order behind the direct runs' work, which they then follow)
     ready: dict[tuple[int, int], Event] = {}
     last: dict[int, Event] = {}
 
@@ -185,7 +243,11 @@ def run(replay: Replay, feeds: Mapping[int, Any], types: Mapping[int, Any], to_n
             ready[key] = copy_between(replay.bufs[key].view(0, n, np.uint8), replay.bufs[src_key].view(0, n, np.uint8),
                                       [e for e in [ready.get(src_key)] if e is not None] + after(dev, item.source))
             last[id(dev)] = last[id(item.source)] = ready[key]
-    return _collect(replay, feeds, types, ready, to_numpy, devices)
+    results = _collect(replay, feeds, types, ready, to_numpy, devices)
+    if direct is not None:  # the next direct run's copies wait for this run's last work on the device
+        made = [t.ready for t in results.values() if isinstance(t, Tensor) and t.ready is not None]
+        direct.last = made[-1] if made else last.get(id(direct.segment.device))
+    return results
 
 
 def _collect(replay: Replay, feeds: Mapping[int, Any], types: Mapping[int, Any],

@@ -192,6 +192,20 @@ def activation_attr(op: Op, attrs: dict[str, Any], after: str) -> str | None:
     return activation
 
 
+#: the attribute letting a float32 product or convolution run TF32 (10-bit mantissa products, float32 sums) on
+#: devices with such units (CUDA's tensor cores); kernels and devices without them compute IEEE float32 anyway
+ALLOW_TF32 = "allow_tf32"
+
+
+def tf32_attr(op: Op, attrs: dict[str, Any]) -> dict[str, Any]:
+    """The checked ``allow_tf32`` attribute: ``{"allow_tf32": True}`` where set, ``{}`` where absent or False;
+    InvalidArgument naming the op for anything but a bool."""
+    value = attrs.get(ALLOW_TF32, False)
+    if not isinstance(value, (bool, np.bool_)):
+        raise op.error(f"attribute {ALLOW_TF32!r} must be True or False, got {value!r}")
+    return {ALLOW_TF32: True} if value else {}
+
+
 OPS: dict[str, Op] = {}
 
 

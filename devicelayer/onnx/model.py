@@ -264,7 +264,7 @@ class OnnxModel:
     # -- compiling ---------------------------------------------------------------------------------
     def compile(self, devices: Any = "auto", placement: Mapping[str, Any] | None = None, strict: bool = False,
                 policy: str = "fill", record: bool = True, cache_size: int = 16, fuse: bool = True,
-                parallel: str = "model", timeout: float | None = None) -> Any:
+                parallel: str = "model", timeout: float | None = None, allow_tf32: bool = False) -> Any:
         """A plan for every input shape the model allows: specialised on the first run with a new signature of
         input shapes (and cached: at most ``cache_size`` per stage, least recently used out); a model whose input
         shapes are all fixed is specialised now.  ``devices``,
@@ -272,7 +272,8 @@ class OnnxModel:
 
         Devices of cluster nodes (``"<node>/<local id>"``) take a model of fixed input shapes (for symbolic
         ones: ``model.graph(input_shapes).compile(...)``); ``parallel`` and ``timeout`` as for
-        ``Graph.compile`` there."""
+        ``Graph.compile`` there.  ``allow_tf32`` lets float32 products and convolutions run TF32 where a device
+        has such units (``Graph.compile``)."""
         from ..graph import remote
 
         if not isinstance(devices, str) and isinstance(devices, Sequence) and any(
@@ -283,9 +284,9 @@ class OnnxModel:
                 raise InvalidArgument(f"compile: inputs {symbolic} have symbolic dimensions; a plan over cluster "
                                       f"nodes takes fixed shapes: model.graph(input_shapes).compile(devices)")
             return self.graph().compile(devices, None if placement is None else dict(placement), strict, policy,
-                                        record, fuse=fuse, parallel=parallel, timeout=timeout)
+                                        record, fuse=fuse, parallel=parallel, timeout=timeout, allow_tf32=allow_tf32)
         plan = DynamicPlan(self.builder(0, [s.name for s in self.inputs], {}), self.inputs, self.output_names,
-                           devices, placement, strict, policy, record, cache_size, self.name, fuse)
+                           devices, placement, strict, policy, record, cache_size, self.name, fuse, allow_tf32)
         plan.prepare_declared()  # a model of fixed shapes is placed and compiled now, as Graph.compile does
         return plan
 

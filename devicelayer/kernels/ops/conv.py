@@ -19,8 +19,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..dialect import KernelSpec, Param, dialect_type
-from ..op import (Alias, Launch, Op, Plan, TensorType, activation_attr, get, groups_for, local_1d, parallel,
-                  register)
+from ..op import (ALLOW_TF32, Alias, Launch, Op, Plan, TensorType, get, groups_for, local_1d, parallel, register,
+                  tf32_attr)
 from . import matmul as _mm
 from .coverage import device_gap
 from .matmul import (GROUP_SIZE, INTEGER_OPERANDS, gemm_steps, integer_shared, kernel_source, tiled_defines,
@@ -30,6 +30,12 @@ from .windows import as_rows, padded, rows, runs, windows
 
 _AUTO_PAD = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
 _SCALARS = ("NB", "Cg", "Mg", "G", "ID", "IH", "IW", "OD", "OH", "OW")
+#: activations a conv applies last on the host only (oneDNN post-ops there), beside relu (every device) and clip
+HOST_ACTIVATIONS = ("leaky_relu", "elu", "sigmoid", "hard_sigmoid", "hard_swish", "swish", "tanh", "gelu",
+                    "gelu_tanh")
+#: the activation's parameter attributes -> the elementwise op's attribute they set
+_ACTIVATION_PARAMS = {"activation_min": "min", "activation_max": "max", "activation_alpha": "alpha",
+                      "activation_beta": "beta"}
 
 
 def _int(value: Any) -> bool:
@@ -46,7 +52,8 @@ class _ConvBase(Op):
     bias_index = 2
     #: the smallest pad accepted
     min_pad = 0
-    attr_names: frozenset[str] = frozenset({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"})
+    attr_names: frozenset[str] = frozenset({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides",
+                                            ALLOW_TF32})
 
     def _ints(self, attrs: dict[str, Any], name: str, n: int, default: int, minimum: int) -> tuple[int, ...]:
         value = attrs.get(name)
@@ -95,6 +102,7 @@ class _ConvBase(Op):
         if auto_pad != "NOTSET" and any(out["pads"]):
             raise self.error(f"'pads' {list(out['pads'])} cannot be used with auto_pad={auto_pad}")
         out["auto_pad"] = auto_pad
+        out.update(tf32_attr(self, attrs) if ALLOW_TF32 in self.attr_names else {})
         if len(inputs) > self.bias_index:
             m = w.shape[1] * out["group"] if self.transposed else w.shape[0]
             if inputs[self.bias_index].shape != (m,):
@@ -217,29 +225,22 @@ class Conv(_ConvBase):
     X (N, C, D...), W (M, C/group, k...), B (M,); Z, of the output's shape, is
     added after the bias (a fused residual Add); attributes strides, pads
     ([begin..., end...]), dilations, group, auto_pad (NOTSET, VALID, SAME_UPPER,
-    SAME_LOWER), kernel_shape (must match W) and activation ("relu": applied
-    last, as a fused Relu; "clip": clip(y, activation_min, activation_max) last, as a fused Clip, on the host
-    only, where oneDNN applies it in the convolution).
+    SAME_LOWER), kernel_shape (must match W) and activation, applied last: "relu" (a fused Relu), or, on the
+    host only (where oneDNN applies it in the convolution), "clip" (bounds ``activation_min`` and
+    ``activation_max``) or one of ``HOST_ACTIVATIONS`` (parameters ``activation_alpha``/``activation_beta``
+    where the op takes alpha/beta: leaky_relu, elu, hard_sigmoid, swish).
     """
 
     name = "conv"
-    attr_names = _ConvBase.attr_names | {"activation", "activation_min", "activation_max"}
+    attr_names = _ConvBase.attr_names | {"activation"} | frozenset(_ACTIVATION_PARAMS)
     max_inputs = 4
 
     def check(self, inputs, attrs):
-        clip = attrs.get("activation") in ("clip", b"clip")
-        out = self._common(inputs, {k: v for k, v in attrs.items() if k not in ("activation_min", "activation_max")
-                                    and not (clip and k == "activation")})
-        out.pop("activation", None)
-        if clip:
-            out.update(activation="clip", **_clip_bounds(self, attrs))
-        else:
-            activation = activation_attr(self, attrs, "the bias")
-            extra = sorted({"activation_min", "activation_max"} & set(attrs))
-            if extra:
-                raise self.error(f"attribute(s) {extra} go with activation 'clip' only")
-            if activation:
-                out["activation"] = activation
+        takes = "activation" in self.attr_names  # (conv_integer takes none)
+        out = self._common(inputs, {k: v for k, v in attrs.items()
+                                    if not (takes and (k == "activation" or k in _ACTIVATION_PARAMS))})
+        if takes:
+            out.update(_activation(self, attrs))
         x, w = inputs[0].shape, inputs[1].shape
         nd, G = len(x) - 2, out["group"]
         if x[1] % G or w[0] % G:
@@ -302,15 +303,12 @@ class Conv(_ConvBase):
                 y += inputs[2].astype(ct, copy=False).reshape((1, M) + (1,) * nd)
             if len(inputs) == 4:
                 y += inputs[3].astype(ct, copy=False)
-            if attrs.get("activation") == "relu":
-                np.maximum(y, 0, out=y)
-            elif attrs.get("activation") == "clip":
-                np.clip(y, attrs["activation_min"], attrs["activation_max"], out=y)
+            y = activate(y, attrs)
         return [y.astype(dtype, copy=False)]
 
     def unsupported(self, inputs, attrs, info):
-        if attrs.get("activation") == "clip" and info.kernel_language != "python":
-            return "a fused clip activation runs on the host only"
+        if attrs.get("activation") not in (None, "relu") and info.kernel_language != "python":
+            return f"a fused {attrs['activation']} activation runs on the host only"
         return super().unsupported(inputs, attrs, info)
 
     def reference_into(self, inputs, outputs, attrs):
@@ -416,9 +414,7 @@ def _conv_into(inputs: Sequence[np.ndarray], y: np.ndarray, attrs: dict[str, Any
                     _products(wm, win[n], y[n].reshape(M, S), nd)
         else:
             _grouped_into(xp, w, G, s, d, y)
-        _bias_activation(y, inputs[2] if len(inputs) >= 3 else None, attrs.get("activation"),
-                         inputs[3] if len(inputs) == 4 else None, (attrs.get("activation_min"),
-                                                                   attrs.get("activation_max")))
+        _bias_activation(y, inputs[2] if len(inputs) >= 3 else None, attrs, inputs[3] if len(inputs) == 4 else None)
 
 
 def _grouped_into(xp: np.ndarray, w: np.ndarray, G: int, s: Sequence[int], d: Sequence[int], y: np.ndarray) -> None:
@@ -449,8 +445,60 @@ def _grouped_into(xp: np.ndarray, w: np.ndarray, G: int, s: Sequence[int], d: Se
     parallel(piece, G, N * (xp[0].nbytes * math.prod(k) + y[0].nbytes))
 
 
+def _activation(op: Op, attrs: dict[str, Any]) -> dict[str, Any]:
+    """The checked ``activation`` attribute with its parameters (clip: ``activation_min``/``activation_max``,
+    numbers, min <= max; the others those of the elementwise op's own attributes it takes, defaults filled in)."""
+    name = attrs.get("activation")
+    if isinstance(name, bytes):
+        name = name.decode(errors="replace")
+    given = {k: attrs[k] for k in _ACTIVATION_PARAMS if k in attrs}
+    if name is None:
+        if given:
+            raise op.error(f"attribute(s) {sorted(given)} go with an activation only")
+        return {}
+    if name == "clip":
+        return {"activation": "clip", **_clip_bounds(op, attrs)}
+    if name != "relu" and name not in HOST_ACTIVATIONS:
+        raise op.error(f"attribute 'activation' must be one of {['relu', 'clip', *HOST_ACTIVATIONS]} (applied "
+                       f"after the bias), or absent, got {name!r}")
+    unary = get(name)
+    defaults = unary.prepare([TensorType((1,), np.dtype(np.float32))], {})[0]
+    takes = {k for k, v in _ACTIVATION_PARAMS.items() if v in defaults}
+    wrong = sorted(set(given) - takes)
+    if wrong:
+        raise op.error(f"attribute(s) {wrong} do not go with activation {name!r}"
+                       + (f" (it takes {sorted(takes)})" if takes else ""))
+    for k, v in given.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or math.isnan(float(v)):
+            raise op.error(f"attribute {k!r} must be a number, got {v!r}")
+    params = unary.prepare([TensorType((1,), np.dtype(np.float32))],
+                           {_ACTIVATION_PARAMS[k]: float(v) for k, v in given.items()})[0]
+    return {"activation": name, **{k: float(params[v]) for k, v in _ACTIVATION_PARAMS.items() if v in params}}
+
+
+def activation_params(attrs: dict[str, Any]) -> dict[str, float]:
+    """The checked activation's parameters as its elementwise op's attributes (``{"alpha": ...}``)."""
+    return {v: attrs[k] for k, v in _ACTIVATION_PARAMS.items() if k in attrs}
+
+
+def activate(y: np.ndarray, attrs: dict[str, Any]) -> np.ndarray:
+    """``y`` after the checked conv attributes' activation (in place for relu and clip)."""
+    name = attrs.get("activation")
+    if name == "relu":
+        np.maximum(y, 0, out=y)
+    elif name == "clip":
+        np.clip(y, attrs["activation_min"], attrs["activation_max"], out=y)
+    elif name is not None:
+        return get(name).reference([y], activation_params(attrs))[0].astype(y.dtype, copy=False)
+    return y
+
+
 def _clip_bounds(op: Op, attrs: dict[str, Any]) -> dict[str, float]:
     """The checked bounds of a fused clip activation (numbers, not NaN, min <= max; a missing one unbounded)."""
+    extra = sorted({"activation_alpha", "activation_beta"} & set(attrs))
+    if extra:
+        raise op.error(f"attribute(s) {extra} do not go with activation 'clip' (it takes activation_min, "
+                       f"activation_max)")
     out = {}
     for name, default in (("activation_min", -math.inf), ("activation_max", math.inf)):
         value = attrs.get(name, default)
@@ -464,10 +512,11 @@ def _clip_bounds(op: Op, attrs: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def _bias_activation(y: np.ndarray, bias: np.ndarray | None, activation: str | None,
-                     z: np.ndarray | None = None, bounds: tuple[Any, Any] = (None, None)) -> None:
-    """``y += bias`` per channel, ``y += z``, then the activation (relu, or clip to ``bounds``), in place, spread
-    over the host threads by channels."""
+def _bias_activation(y: np.ndarray, bias: np.ndarray | None, attrs: dict[str, Any],
+                     z: np.ndarray | None = None) -> None:
+    """``y += bias`` per channel, ``y += z``, then the checked attributes' activation, in place, spread over the
+    host threads by channels."""
+    activation = attrs.get("activation")
     if bias is None and activation is None and z is None:
         return
     b = None if bias is None else bias.reshape((1, -1) + (1,) * (y.ndim - 2))
@@ -480,8 +529,8 @@ def _bias_activation(y: np.ndarray, bias: np.ndarray | None, activation: str | N
             part += z[:, c0:c1]
         if activation == "relu":
             relu_into(part, part)
-        elif activation == "clip":
-            np.clip(part, bounds[0], bounds[1], out=part)
+        elif activation is not None:
+            part[...] = activate(part, attrs)
     parallel(piece, y.shape[1], 2 * y.nbytes)
 
 
@@ -496,7 +545,7 @@ class ConvInteger(Conv):
     """
 
     name = "conv_integer"
-    attr_names = _ConvBase.attr_names
+    attr_names = _ConvBase.attr_names - {ALLOW_TF32}
     min_inputs = 4
     max_inputs = 5
     bias_index = 4

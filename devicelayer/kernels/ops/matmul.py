@@ -23,7 +23,8 @@ import numpy as np
 from ...info import DeviceInfo
 from ...resources import shader_source
 from ..dialect import KernelSpec, Param, dialect_type
-from ..op import Launch, Op, Plan, TensorType, groups_for, local_1d, register, float_attr as _float_attr
+from ..op import (ALLOW_TF32, Launch, Op, Plan, TensorType, groups_for, local_1d, register, tf32_attr,
+                  float_attr as _float_attr)
 from . import epilogue as _epilogue
 from .coverage import device_gap
 from .epilogue import Epilogue
@@ -283,15 +284,15 @@ class MatMul(Op):
     kernel_dtypes = frozenset({"float32", "float16", "float64"})
 
     def check(self, inputs, attrs):
-        extra = set(attrs) - {"epilogue", "epilogue_inputs"}
+        extra = set(attrs) - {"epilogue", "epilogue_inputs", ALLOW_TF32}
         if extra:
-            raise self.error(f"unknown attribute(s) {sorted(extra)}; it takes an epilogue only")
+            raise self.error(f"unknown attribute(s) {sorted(extra)}; it takes an epilogue and {ALLOW_TF32!r} only")
         own, extras = _epilogue.split(self, inputs, attrs)
         if len(own) != 2:
             raise self.error(f"takes 2 inputs before the epilogue's, got {len(own)}")
         _check_dtypes(self, own)
         out = _matmul_shapes(self, own[0].shape, own[1].shape)[4]
-        return _epilogue.check(self, TensorType(out, own[0].dtype), extras, attrs)
+        return {**_epilogue.check(self, TensorType(out, own[0].dtype), extras, attrs), **tf32_attr(self, attrs)}
 
     def infer(self, inputs, attrs):
         out = _matmul_shapes(self, inputs[0].shape, inputs[1].shape)[4]
@@ -433,10 +434,10 @@ class Gemm(Op):
     kernel_dtypes = frozenset({"float32", "float16", "float64"})
 
     def check(self, inputs, attrs):
-        extra = set(attrs) - {"alpha", "beta", "transA", "transB", "epilogue", "epilogue_inputs"}
+        extra = set(attrs) - {"alpha", "beta", "transA", "transB", "epilogue", "epilogue_inputs", ALLOW_TF32}
         if extra:
-            raise self.error(f"unknown attribute(s) {sorted(extra)}; it takes ['alpha', 'beta', 'transA', 'transB']"
-                             " and an epilogue")
+            raise self.error(f"unknown attribute(s) {sorted(extra)}; it takes ['alpha', 'beta', 'transA', 'transB'"
+                             f", {ALLOW_TF32!r}] and an epilogue")
         inputs, extras = _epilogue.split(self, inputs, attrs)
         if len(inputs) not in (2, 3):
             raise self.error(f"takes 2 or 3 inputs before the epilogue's, got {len(inputs)}")
@@ -454,7 +455,8 @@ class Gemm(Op):
             c = inputs[2].shape
             if len(c) > 2 or any(s not in (1, want) for s, want in zip(c[::-1], (N, M))):
                 raise self.error(f"C of shape {c} does not broadcast to ({M}, {N})")
-        return {**out, **_epilogue.check(self, TensorType((M, N), inputs[0].dtype), extras, attrs)}
+        return {**out, **_epilogue.check(self, TensorType((M, N), inputs[0].dtype), extras, attrs),
+                **tf32_attr(self, attrs)}
 
     @staticmethod
     def _mnk(inputs, attrs) -> tuple[int, int, int]:
