@@ -4,10 +4,8 @@ oneDNN's fast CPU kernels read and write channels-last activations.  A plan
 negotiates (``devicelayer/graph/layout.py``) which tensors stay channels-last
 between oneDNN ops; each op then reads those inputs and writes its output
 without a reorder (``with_layout``).  Everything else is NCHW, as the graph.
-A plan's oneDNN work runs on the host's worker thread, or, for a recording
-measured short while the host is idle, on the thread running the plan
-(``stretch.Stretch.short``): each of those threads leads an OpenMP team of its
-own, and one runs at a time.
+A plan's oneDNN work that wakes an OpenMP team runs on the host's worker
+thread, so oneDNN's OpenMP threads form one team, bound one thread a CPU.
 """
 
 from __future__ import annotations

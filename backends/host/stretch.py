@@ -6,10 +6,8 @@ views, every vendor call to its addresses, when the recording is finished, so a
 replay is a loop of plain calls.  Calls of kernels that ignore NumPy's
 floating-point errors (the op library's) run under one ``np.errstate`` for the
 whole stretch instead of one per call.  A stretch remembers how long it last
-ran: a short one may run on the thread that submits it (``HostDevice.run``),
-oneDNN calls waking an OpenMP team included (that thread then leads a team of
-its own; a thread switch each way costs a small model more than the team's
-start).
+ran: a short one may run on the thread that submits it (``HostDevice.run``)
+where no call wakes oneDNN's OpenMP team.
 """
 
 from __future__ import annotations
@@ -67,11 +65,11 @@ class Stretch:
 
     @property
     def short(self) -> bool:
-        """Whether it may run on the submitting thread: a run took less than ``INLINE_SECONDS``.  By the shortest
-        run, so the answer changes once at most: a stretch whose runs straddle the bound would otherwise move
-        between the worker and the caller, and oneDNN's team of the one spins on the cores while the other's
-        works."""
-        return self.seconds is not None and self.seconds < INLINE_SECONDS
+        """Whether it may run on the submitting thread: no call wakes a team and a run took less than
+        ``INLINE_SECONDS`` (the shortest run, so the answer changes once at most).  A team's calls stay on the
+        worker, whose team is bound one thread a CPU: the caller's thread is not bound, and run inline, its team
+        shared a CPU with it often enough to make ShuffleNet-v2 2.5x slower on two cores."""
+        return not self.team and self.seconds is not None and self.seconds < INLINE_SECONDS
 
     def __call__(self) -> None:
         t0 = time.perf_counter()
