@@ -592,6 +592,8 @@ def test_binary_ops_with_a_per_channel_operand_read_and_write_channels_last(op, 
     memory = [_channels_last(a) if (i == full and x_last) else a.reshape(-1) for i, a in enumerate(ins)]
     tensors = [dl.tensor(m, host) for m in memory]
     out = dl.tensor(np.full(want.size, np.nan, np.float32), host)
+    for t in (*tensors, out):  # (their uploads may be queued on the worker; the bound call runs here)
+        t.ready.wait()
     bound.bind(types, [out_type], {}, [t.buffer for t in tensors], [out.buffer])()
     expect = _channels_last(want) if y_last else want.reshape(-1)
     np.testing.assert_allclose(out.numpy(), expect, rtol=1e-6, atol=1e-6)
