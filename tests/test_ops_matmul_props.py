@@ -171,9 +171,10 @@ def test_conv_transpose_is_the_adjoint_of_conv(device):
     assert abs(lhs - rhs) <= 1e-4 * max(1.0, abs(lhs))
 
 
-@pytest.mark.parametrize("micro", [2, 4])
-def test_both_tile_shapes(device, monkeypatch, micro):
-    """The 32 x 32 tiles (GPUs with few tiles) and the 64 x 64 ones, forced on every device."""
+@pytest.mark.parametrize("micro", [2, 4, 8])
+def test_every_tile_shape(device, monkeypatch, micro):
+    """The 32 x 32 tiles (GPUs with few tiles), the 64 x 64 ones and the 128 x 128 ones (CPU devices), forced on
+    every device."""
     import devicelayer.kernels.ops.matmul as mm
 
     monkeypatch.setattr(mm, "micro_tile", lambda *args: micro)

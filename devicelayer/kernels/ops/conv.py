@@ -153,7 +153,7 @@ class _ConvBase(Op):
             return Plan(gemm_steps(info, elem, Mg, P, Cg, Cg, 1, P, 1, batch, 1.0, 1.0,
                                    (2, 1, 0) if has_bias else None, ("in", 1), ("in", 0), ("out", 0)))
         tiled = tiled_fits(info) and Mg >= 16 and NB * P >= 16
-        micro = _mm.micro_tile(info, Mg, NB * P, G) if tiled else 4
+        micro = _mm.micro_tile(info, Mg, NB * P, G, Cg * math.prod(w[2:]), elem) if tiled else 4
         defines = tiled_defines(micro) + window + (("TRANSPOSED", int(self.transposed)),
                                                    ("HAS_BIAS", int(has_bias)), ("INTEGER", 0))
         spec = _conv_spec(self.name, tiled, micro, (elem, elem), has_bias, defines)
@@ -587,7 +587,7 @@ class ConvInteger(Conv):
         has_bias = len(inputs) == 5
         wzs = zero_point_stride(self, inputs[3], inputs[1].shape[0], "w_zero_point")
         tiled = tiled_fits(info) and Mg >= 16 and NB * P >= 16
-        micro = _mm.micro_tile(info, Mg, NB * P, G) if tiled else 4
+        micro = _mm.micro_tile(info, Mg, NB * P, G, sizes[1] * math.prod(inputs[1].shape[2:]), "int") if tiled else 4
         defines = tiled_defines(micro) + window + (("TRANSPOSED", 0), ("HAS_BIAS", int(has_bias)), ("INTEGER", 1),
                                                    ("WZS", wzs))
         spec = _conv_spec(self.name, tiled, micro, (dialect_type(inputs[0].dtype), dialect_type(inputs[1].dtype)),
