@@ -11,6 +11,9 @@ import pytest
 
 import devicelayer as dl
 from devicelayer.kernels.op import OPS, TensorType
+from devicelayer.kernels.runner import run
+from devicelayer.ops import names  # noqa: F401  (registers the library)
+from devicelayer.tensors import tensor
 
 UNARY = ["relu", "sigmoid", "tanh", "neg", "abs", "softsign", "leaky_relu", "elu", "gelu", "hard_sigmoid", "sin",
          "erf", "gelu_tanh", "softplus"]
@@ -367,10 +370,19 @@ def test_silu_whose_sigmoid_is_also_an_output_is_not_replaced(rng):
         plan.release()
 
 
+def _conv_takes_activations(device) -> bool:
+    """Whether a plan on ``device`` makes an activation after a conv the conv's own: on the host (oneDNN's post-op)
+    and where the op's kernels run the conv (their epilogue); not where a vendor library runs it (cuDNN applies
+    none but ReLU, and the conv stays with it)."""
+    dev = dl.device(device)
+    return dev.info.kernel_language == "python" or dev.vendor_op("conv") is None
+
+
 @pytest.mark.parametrize("bounds", [(0.0, 6.0), (-1.5, 0.25), (None, 1.0)])
-def test_a_clip_after_a_conv_is_the_convs_activation_on_the_host_only(device, bounds, rng):
+def test_a_clip_after_a_conv_is_the_convs_activation(device, bounds, rng):
     """conv -> clip (ReLU6) is one conv with a clip activation on the host (oneDNN's post-op where it is
-    there); a kernel device keeps the clip. A clip of a conv that is also read elsewhere stays apart."""
+    there) and on kernel devices (the kernels' epilogue); a device whose vendor library runs the conv keeps the
+    clip. A clip of a conv that is also read elsewhere stays apart."""
     g = dl.Graph()
     x = g.input("x", (2, 6, 9, 9))
     w = g.constant(rng.standard_normal((8, 6, 3, 3)).astype(np.float32))
@@ -384,11 +396,11 @@ def test_a_clip_after_a_conv_is_the_convs_activation_on_the_host_only(device, bo
     feeds = {"x": rng.standard_normal((2, 6, 9, 9)).astype(np.float32)}
     plan = g.compile([device])
     try:
-        host = dl.device(device).info.kernel_language == "python"
+        takes = _conv_takes_activations(device)
         convs = [n for n in plan.graph.needed() if n.op == "conv"]
         fused = [n for n in convs if n.attrs.get("activation") == "clip"]
-        assert len(convs) == 2 and len(fused) == (1 if host else 0)
-        if host:
+        assert len(convs) == 2 and len(fused) == (1 if takes else 0)
+        if takes:
             want_lo = -math.inf if lo is None else lo
             assert (fused[0].attrs["activation_min"], fused[0].attrs["activation_max"]) == (want_lo, hi)
         got, want = poisoned_run(plan, feeds), reference64(g, feeds)
@@ -433,10 +445,10 @@ _AFTER_CONV = {
 
 
 @pytest.mark.parametrize("which", sorted(_AFTER_CONV))
-def test_an_activation_after_a_conv_is_the_convs_activation_on_the_host_only(device, which, rng):
-    """conv -> activation is one conv with that activation on the host (oneDNN's post-op), the activation's
-    parameters carried over; a kernel device keeps them apart, and so does the host where the conv's result is
-    also read elsewhere."""
+def test_an_activation_after_a_conv_is_the_convs_activation(device, which, rng):
+    """conv -> activation is one conv with that activation on the host (oneDNN's post-op) and on kernel devices
+    (the kernels' epilogue), the activation's parameters carried over; a device whose vendor library runs the
+    conv keeps them apart, and so does every device where the conv's result is also read elsewhere."""
     build, want_attrs = _AFTER_CONV[which]
     g = dl.Graph()
     x = g.input("x", (2, 5, 9, 9))
@@ -449,11 +461,11 @@ def test_an_activation_after_a_conv_is_the_convs_activation_on_the_host_only(dev
     feeds = {"x": rng.standard_normal((2, 5, 9, 9)).astype(np.float32)}
     plan = g.compile([device])
     try:
-        host = dl.device(device).info.kernel_language == "python"
+        takes = _conv_takes_activations(device)
         convs = [n for n in plan.graph.needed() if n.op == "conv"]
         fused = [n for n in convs if n.attrs.get("activation") is not None]
-        assert len(convs) == 2 and len(fused) == (1 if host else 0)
-        if host:
+        assert len(convs) == 2 and len(fused) == (1 if takes else 0)
+        if takes:
             got_attrs = {k: v for k, v in fused[0].attrs.items() if k.startswith("activation")}
             assert got_attrs.pop("activation") == want_attrs["activation"]
             assert got_attrs == pytest.approx({k: v for k, v in want_attrs.items() if k != "activation"})
@@ -465,12 +477,52 @@ def test_an_activation_after_a_conv_is_the_convs_activation_on_the_host_only(dev
         plan.release()
 
 
-def test_a_conv_clip_activation_is_refused_by_kernel_devices_and_run_by_the_host(device, rng):
-    types = [TensorType((1, 2, 5, 5), np.dtype(np.float32)), TensorType((3, 2, 3, 3), np.dtype(np.float32))]
-    attrs, _ = OPS["conv"].prepare(types, {"activation": "clip", "activation_min": 0.0, "activation_max": 0.5})
-    why = OPS["conv"].unsupported(types, attrs, dl.device(device).info)
-    assert (why is None) == (dl.device(device).info.kernel_language == "python"), why
-    x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
-    w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
-    y = OPS["conv"].reference([x.astype(np.float64), w.astype(np.float64)], attrs)[0]
-    assert y.min() >= 0.0 and y.max() <= 0.5 and 0 < np.count_nonzero(y == 0.5) < y.size
+#: conv geometries of each kernel path: (X shape, W shape, attributes)
+_CONV_PATHS = {
+    "1x1": ((2, 12, 7, 9), (20, 12, 1, 1), {}),
+    "tiled": ((2, 6, 11, 10), (24, 6, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "depthwise": ((1, 8, 9, 9), (8, 1, 3, 3), {"group": 8, "strides": [2, 2], "pads": [1, 0, 1, 1]}),
+    "1d": ((2, 5, 33), (17, 5, 4), {"dilations": [2]}),
+}
+#: activations with their attributes, as a conv takes them
+_CONV_ACTIVATIONS = [
+    {"activation": "relu"},
+    {"activation": "clip", "activation_min": 0.0, "activation_max": 0.5},
+    {"activation": "clip", "activation_max": 0.25},
+    {"activation": "swish", "activation_alpha": 1.0},
+    {"activation": "hard_swish"},
+    {"activation": "leaky_relu", "activation_alpha": 0.2},
+    {"activation": "gelu"},
+    {"activation": "sigmoid"},
+]
+
+
+@pytest.mark.parametrize("path", sorted(_CONV_PATHS))
+@pytest.mark.parametrize("act", range(len(_CONV_ACTIVATIONS)))
+@pytest.mark.parametrize("summand", [False, True])
+def test_a_conv_applies_its_summand_and_activation_on_every_device(device, path, act, summand, rng):
+    """A conv with an activation (and a residual summand Z) runs on every device, one launch on kernel devices
+    (Z and the activation are the kernels' epilogue), and matches the float64 reference with poisoned outputs."""
+    xs, ws, extra = _CONV_PATHS[path]
+    attrs = {**extra, **_CONV_ACTIVATIONS[act]}
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    b = rng.standard_normal(ws[0]).astype(np.float32)
+    arrays = [x, w, b]
+    types = [TensorType.of(a.shape, a.dtype) for a in arrays]
+    checked, outs = OPS["conv"].prepare(types, dict(attrs))
+    if summand:
+        arrays.append(rng.standard_normal(outs[0].shape).astype(np.float32))
+        types.append(outs[0])
+        checked, outs = OPS["conv"].prepare(types, dict(attrs))
+    info = dl.device(device).info
+    assert OPS["conv"].unsupported(types, checked, info) is None
+    if info.kernel_language != "python":
+        steps = OPS["conv"].plan(types, outs, checked, info).steps
+        assert len(steps) == 1 and "_ep" in steps[0].spec.name, [s.spec.name for s in steps]
+    want = OPS["conv"].reference([a.astype(np.float64) for a in arrays], checked)[0]
+    if attrs["activation"] == "clip":  # the bounds bite
+        assert 0 < np.count_nonzero(want == attrs["activation_max"]) < want.size
+    poisoned = tensor(np.full(outs[0].shape, np.nan, np.float32), device)
+    got = run("conv", [tensor(a, device) for a in arrays], out=poisoned, **attrs)[0].numpy()
+    close(got, want, 2e-4)

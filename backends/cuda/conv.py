@@ -82,6 +82,12 @@ def relayout(index: int, t: Any, src: int, dst: int, to_last: bool) -> None:
                 np.int32(to_last), _at(dst, (t.size,), t.dtype, index))
 
 
+def plain_activation(attrs: dict) -> bool:
+    """Whether a conv call's activation is none or ReLU: the only ones cuDNN's and the epilogue's calls apply (the
+    op's kernels take any other in their own epilogue)."""
+    return attrs.get("activation") in (None, "relu")
+
+
 def epilogue(index: int, ins: Any, outs: Any, attrs: dict, b: int, y: int, z: int, last: bool = False) -> None:
     """Bias, summand and ReLU of a convolution on y (device addresses; the current stream), where it has any."""
     xt, yt = ins[0], outs[0]
@@ -137,9 +143,10 @@ class Im2colConv(_Vendor):
     """Ungrouped convolution as im2col + cuBLAS strided-batched GEMMs."""
 
     def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
-        """Float convolutions without groups (grouped and depthwise ones use the op's kernels)."""
+        """Float convolutions without groups (grouped and depthwise ones use the op's kernels), with no activation
+        or ReLU (the epilogue applies those alone)."""
         col = math.prod(ins[1].shape[1:]) * math.prod(outs[0].shape[2:])  # one image's im2col elements
-        return (attrs["group"] == 1 and ins[0].dtype in cuda_blas.DTYPES and col < 2**31
+        return (attrs["group"] == 1 and ins[0].dtype in cuda_blas.DTYPES and col < 2**31 and plain_activation(attrs)
                 and all(t.size > 0 for t in (*ins, *outs)))
 
     def enqueue(self, stream: Any, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> None:
@@ -333,8 +340,8 @@ class DnnConv(Im2colConv):
                 epilogue(self.dev.index, ins, outs, attrs, b, y, z, last)
 
     def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
-        """Float convolutions cuDNN describes or im2col takes (tuned on first sight)."""
-        return self.route(ins, outs, attrs)[0] != "kernels"
+        """Float convolutions cuDNN describes or im2col takes (tuned on first sight), with no activation or ReLU."""
+        return plain_activation(attrs) and self.route(ins, outs, attrs)[0] != "kernels"
 
     def describe(self, ins: Any, outs: Any, attrs: dict) -> str:
         """How this call runs: route, cuDNN algorithm and epilogue, the layouts of its ends, the tuned times."""

@@ -7,10 +7,11 @@ Transpose(K)), a scale, an optional constant mask, Softmax and MatMul(., V).  Ea
 matcher here checks the structure exactly (axes, keepdims, the constants: epsilon, sqrt(2), 0.5, 1, 0.044715,
 sqrt(2/pi)) and that every intermediate is read only inside the pattern, and gives a ``Replacement``: the
 pattern's nodes, the op standing for them and its inputs.  A replacement is kept only where its op runs on the
-device the pattern's nodes were placed on; elsewhere the nodes stay as they are.  SiLU's swish, and an
-activation after a Conv (ReLU6's Clip, SiLU, hard swish, sigmoid...) as the conv's activation, replace their
-patterns on the host only (``HOST_ONLY``), where one library call beats NumPy's passes (oneDNN applies the
-activation in the convolution's post-op).
+device the pattern's nodes were placed on; elsewhere the nodes stay as they are.  SiLU's swish replaces its
+pattern on the host only (``HOST_ONLY``), where one library call beats NumPy's passes.  An activation after a
+Conv (ReLU6's Clip, SiLU, hard swish, sigmoid...) becomes the conv's activation (oneDNN's post-op on the host,
+the kernels' epilogue elsewhere) except where the device's vendor library runs the conv but not with that
+activation (``VENDOR_FIRST``): a vendor call is not traded for the op's kernels.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 
 from ..errors import DeviceLayerError
 from ..kernels.op import TensorType, get
-from ..kernels.ops.conv import HOST_ACTIVATIONS
+from ..kernels.ops.conv import UNARY_ACTIVATIONS
 from .ir import Node, Value
 
 
@@ -324,14 +325,15 @@ def swish(g: _Graph, top: Node) -> Replacement | None:
     return None
 
 
-#: unary ops a conv takes as its activation on the host (``kernels/ops/conv.py``), beside clip and x * sigmoid(x)
-CONV_ACTIVATIONS = frozenset(HOST_ACTIVATIONS)
+#: unary ops a conv takes as its activation (``kernels/ops/conv.py``), beside clip and x * sigmoid(x)
+CONV_ACTIVATIONS = frozenset(UNARY_ACTIVATIONS)
 #: an activation op's attributes -> the conv's
 _ACTIVATION_ATTRS = {"alpha": "activation_alpha", "beta": "activation_beta"}
 
 
 def conv_activation(g: _Graph, top: Node) -> Replacement | None:
-    """conv -> activation as one conv with that activation (oneDNN's post-op on the host): a constant-bounded Clip
+    """conv -> activation as one conv with that activation (oneDNN's post-op on the host, the kernels' epilogue
+    elsewhere): a constant-bounded Clip
     (ReLU6, as MobileNets write it), an activation of ``CONV_ACTIVATIONS``, or x * sigmoid(x) (SiLU, as
     exporters write it), that alone reads a float conv without an activation of its own."""
     if top.op == "mul" and len(top.inputs) == 2:
@@ -485,7 +487,9 @@ def attention(g: _Graph, last: Node) -> Replacement | None:
 
 #: ops that replace their pattern on the host only: a kernel device computes their chain (x * sigmoid(x)) as one
 #: fused kernel anyway, which may also join a product's epilogue
-HOST_ONLY = frozenset({"swish", "conv_activation"})  # pattern kinds
+HOST_ONLY = frozenset({"swish"})  # pattern kinds
+#: pattern kinds kept only where the device's vendor library (if it has one for the op) takes the replacement
+VENDOR_FIRST = frozenset({"conv_activation"})
 
 MATCHERS: tuple[Callable[[_Graph, Node], Replacement | None], ...] = (layer_norm, softmax, gelu, conv_activation,
                                                                      swish, group_norm, attention)
@@ -530,6 +534,11 @@ def _runs(r: Replacement, types: Mapping[int, TensorType]) -> bool:
         return False
     if [(t.shape, t.dtype) for t in outs] != [(types[id(v)].shape, types[id(v)].dtype) for v in r.outputs]:
         return False
+    if r.kind in VENDOR_FIRST and r.device.info.kernel_language != "python":
+        vendor = r.device.vendor_op(r.op)
+        accepts = getattr(vendor, "accepts", None)
+        if vendor is not None and accepts is not None and not accepts(ins, outs, attrs):
+            return False
     return op.unsupported(ins, attrs, r.device.info) is None
 
 

@@ -13,25 +13,27 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import replace
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..dialect import KernelSpec, Param, dialect_type
-from ..op import (ALLOW_TF32, Alias, Launch, Op, Plan, TensorType, get, groups_for, local_1d, parallel, register,
+from ..op import (ALLOW_TF32, Launch, Op, Plan, TensorType, get, groups_for, local_1d, parallel, register,
                   tf32_attr)
+from . import epilogue as _epilogue
 from . import matmul as _mm
 from .coverage import device_gap
-from .matmul import (GROUP_SIZE, INTEGER_OPERANDS, gemm_steps, integer_shared, kernel_source, tiled_defines,
-                     tiled_fits, tiled_shared, zero_point_stride)
+from .epilogue import Epilogue
+from .matmul import (GEMM_SCALAR_BYTES, GROUP_SIZE, INTEGER_OPERANDS, gemm_steps, integer_shared, kernel_source,
+                     tiled_defines, tiled_fits, tiled_shared, zero_point_stride)
 from .elementwise import relu_into
 from .windows import as_rows, padded, rows, runs, windows
 
 _AUTO_PAD = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
 _SCALARS = ("NB", "Cg", "Mg", "G", "ID", "IH", "IW", "OD", "OH", "OW")
-#: activations a conv applies last on the host only (oneDNN post-ops there), beside relu (every device) and clip
-HOST_ACTIVATIONS = ("leaky_relu", "elu", "sigmoid", "hard_sigmoid", "hard_swish", "swish", "tanh", "gelu",
+#: unary activations a conv applies last (oneDNN post-ops on the host, the kernels' epilogue elsewhere), beside relu
+#: and clip
+UNARY_ACTIVATIONS = ("leaky_relu", "elu", "sigmoid", "hard_sigmoid", "hard_swish", "swish", "tanh", "gelu",
                     "gelu_tanh")
 #: the activation's parameter attributes -> the elementwise op's attribute they set
 _ACTIVATION_PARAMS = {"activation_min": "min", "activation_max": "max", "activation_alpha": "alpha",
@@ -129,16 +131,7 @@ class _ConvBase(Op):
 
     # -- device plan ---------------------------------------------------------------------------------
     def plan(self, inputs, outputs, attrs, info):
-        plan = self._conv_plan(inputs, outputs, attrs, info)
-        y = outputs[0]
-        if len(inputs) == 4:  # Y += Z in place, after the convolution and its bias
-            plan.steps += _in_place("add", [y, inputs[3]], y, {("in", 0): ("out", 0), ("in", 1): ("in", 3)}, info)
-        if attrs.get("activation") == "relu":  # in place over the output, last
-            plan.steps += _in_place("relu", [y], y, {("in", 0): ("out", 0)}, info)
-        return plan
-
-    def _conv_plan(self, inputs, outputs, attrs, info) -> Plan:
-        """The convolution's own kernels."""
+        """The convolution's kernels; the summand Z and the activation are their epilogue (one launch)."""
         x, w = inputs[0].shape, inputs[1].shape
         y = outputs[0].shape
         window, sizes = _geometry(inputs, outputs, attrs)
@@ -146,18 +139,22 @@ class _ConvBase(Op):
         P = math.prod(y[2:])
         elem = dialect_type(inputs[0].dtype)
         has_bias = len(inputs) >= 3
+        epilogue = conv_epilogue(self, inputs, outputs, attrs)
+        extra = [("in", 3)] if len(inputs) == 4 else []
         if (not self.transposed and all(k == 1 for k in w[2:]) and all(s == 1 for s in attrs["strides"])
                 and not any(attrs["pads"]) and (G == 1 or not has_bias)):
             # 1x1: per image, Y (M, P) = W (M, C) @ X (C, P): the plain GEMM kernel
             batch = [(NB, 0, x[1] * P)] + ([(G, Mg * Cg, Cg * P)] if G > 1 else [])
             return Plan(gemm_steps(info, elem, Mg, P, Cg, Cg, 1, P, 1, batch, 1.0, 1.0,
-                                   (2, 1, 0) if has_bias else None, ("in", 1), ("in", 0), ("out", 0)))
+                                   (2, 1, 0) if has_bias else None, ("in", 1), ("in", 0), ("out", 0),
+                                   epilogue=epilogue, epilogue_args=extra))
         tiled = tiled_fits(info) and Mg >= 16 and NB * P >= 16
         micro = _mm.micro_tile(info, Mg, NB * P, G, Cg * math.prod(w[2:]), elem) if tiled else 4
         defines = tiled_defines(micro) + window + (("TRANSPOSED", int(self.transposed)),
                                                    ("HAS_BIAS", int(has_bias)), ("INTEGER", 0))
-        spec = _conv_spec(self.name, tiled, micro, (elem, elem), has_bias, defines)
-        args = [("in", 0), ("in", 1)] + ([("in", 2)] if has_bias else []) + [("out", 0)] + sizes
+        spec = _conv_spec(self.name, tiled, micro, (elem, elem), has_bias, defines, epilogue)
+        args = ([("in", 0), ("in", 1)] + ([("in", 2)] if has_bias else []) + extra + [("out", 0)] + sizes
+                + list(epilogue.values if epilogue else ()))
         if tiled:
             ntiles = -(-Mg // (16 * micro)) * -(-(NB * P) // (16 * micro)) * G
             groups = max(1, min(ntiles, info.max_work_groups[0], 65535 * 16))
@@ -181,20 +178,33 @@ def _geometry(inputs: Sequence[TensorType], outputs: Sequence[TensorType],
     return tuple(window), [x[0], x[1] // G, y[1] // G, G, *(pad3 + x[2:]), *(pad3 + y[2:])]
 
 
-def _in_place(name: str, inputs: Sequence[TensorType], y: TensorType, args: dict[tuple, tuple],
-              info: Any) -> list[Launch | Alias]:
-    """The steps of elementwise op ``name`` over ``inputs`` into ``y``, their tensor arguments renamed by ``args``
-    (so that the op reads and writes the conv's output)."""
-    op = get(name)
-    steps = op.plan(inputs, [y], op.prepare(inputs, {})[0], info).steps
-    return [replace(s, args=tuple(args.get(a, a) if isinstance(a, tuple) else a for a in s.args)) for s in steps]
+def conv_epilogue(op: Op, inputs: Sequence[TensorType], outputs: Sequence[TensorType],
+                  attrs: dict[str, Any]) -> Epilogue | None:
+    """The summand Z (input 3, added after the bias) and the activation of a checked conv call as the epilogue
+    its kernels apply before they store (``kernels/ops/epilogue.py``); None where it has neither."""
+    steps = conv_epilogue_steps(inputs, attrs)
+    if not steps:
+        return None
+    extras = list(inputs[3:4])
+    checked = _epilogue.check(op, outputs[0], extras, {"epilogue": steps, "epilogue_inputs": len(extras)})
+    return _epilogue.code(outputs[0], extras, checked)
+
+
+def conv_epilogue_steps(inputs: Sequence[TensorType], attrs: dict[str, Any]) -> tuple:
+    """The epilogue steps (``fused_elementwise``'s form) of a checked conv call: + Z, then the activation."""
+    steps: list[tuple[str, dict[str, Any], tuple[int, ...]]] = [("add", {}, (0, 1))] if len(inputs) == 4 else []
+    if attrs.get("activation") is not None:
+        last = 2 if steps else 0  # the add's result (operands: 0 the conv's, 1 Z, 2 the first step's)
+        steps.append((attrs["activation"], activation_params(attrs), (last,)))
+    return tuple(steps)
 
 
 @functools.lru_cache(maxsize=256)
 def _conv_spec(kind: str, tiled: bool, micro: int, types: tuple[str, str], has_bias: bool,
-               defines: tuple[tuple[str, int], ...]) -> KernelSpec:
+               defines: tuple[tuple[str, int], ...], epilogue: Epilogue | None = None) -> KernelSpec:
     """The kernel of op ``kind`` for one layer geometry (cached: plans are made on every eager call); ``types``
-    are X's and W's dialect types (``conv_integer`` takes zero points after them and accumulates in int)."""
+    are X's and W's dialect types (``conv_integer`` takes zero points after them and accumulates in int); an
+    epilogue's buffers come before y, its scalars last."""
     integer = kind == "conv_integer"
     elem = "int" if integer else types[0]
     params = [Param("x", types[0]), Param("w", types[1])]
@@ -202,16 +212,22 @@ def _conv_spec(kind: str, tiled: bool, micro: int, types: tuple[str, str], has_b
         params += [Param("xz", types[0]), Param("wz", types[1])]
     if has_bias:
         params.append(Param("bias", elem))
+    params += list(epilogue.buffers) if epilogue else []
     params.append(Param("y", elem, "out"))
     params += [Param(n, "int", "scalar") for n in _SCALARS]
+    params += list(epilogue.scalars) if epilogue else []
     geometry = "_".join(str(v).replace("-", "m") for k, v in defines if k[0] in "KSPD" and k[1:] in "DHW")
     name = (f"{kind}_{f'tiled{micro}' if tiled else 'direct'}_{'_'.join(dict.fromkeys(types))}"
-            f"{'_bias' if has_bias else ''}_{geometry}")
+            f"{'_bias' if has_bias else ''}{f'_ep{epilogue.digest}' if epilogue else ''}_{geometry}")
+    source = kernel_source("conv_tiled.dlk" if tiled else "conv_direct.dlk")
+    if epilogue:
+        source = source.replace("\nDL_EPILOGUE\n", "\n" + epilogue.text)
+        defines += (("EPILOGUE", 1),)
     if tiled:
         shared = integer_shared(micro) if integer else tiled_shared(elem, micro)
-        return KernelSpec(name, tuple(params), kernel_source("conv_tiled.dlk"), elem=elem, shared=shared,
-                          local_size=(GROUP_SIZE,), defines=defines)
-    return KernelSpec(name, tuple(params), kernel_source("conv_direct.dlk"), elem=elem, defines=defines)
+        return KernelSpec(name, tuple(params), source, elem=elem, shared=shared, local_size=(GROUP_SIZE,),
+                          defines=defines)
+    return KernelSpec(name, tuple(params), source, elem=elem, defines=defines)
 
 
 def _compute_dtype(x: np.ndarray) -> np.dtype:
@@ -225,10 +241,11 @@ class Conv(_ConvBase):
     X (N, C, D...), W (M, C/group, k...), B (M,); Z, of the output's shape, is
     added after the bias (a fused residual Add); attributes strides, pads
     ([begin..., end...]), dilations, group, auto_pad (NOTSET, VALID, SAME_UPPER,
-    SAME_LOWER), kernel_shape (must match W) and activation, applied last: "relu" (a fused Relu), or, on the
-    host only (where oneDNN applies it in the convolution), "clip" (bounds ``activation_min`` and
-    ``activation_max``) or one of ``HOST_ACTIVATIONS`` (parameters ``activation_alpha``/``activation_beta``
-    where the op takes alpha/beta: leaky_relu, elu, hard_sigmoid, swish).
+    SAME_LOWER), kernel_shape (must match W) and activation, applied last: "relu" (a fused Relu), "clip"
+    (bounds ``activation_min`` and ``activation_max``) or one of ``UNARY_ACTIVATIONS`` (parameters
+    ``activation_alpha``/``activation_beta`` where the op takes alpha/beta: leaky_relu, elu, hard_sigmoid,
+    swish).  The host applies Z and the activation in oneDNN's convolution (or in place after NumPy's);
+    the device kernels in their epilogue, before the store.
     """
 
     name = "conv"
@@ -307,9 +324,13 @@ class Conv(_ConvBase):
         return [y.astype(dtype, copy=False)]
 
     def unsupported(self, inputs, attrs, info):
-        if attrs.get("activation") not in (None, "relu") and info.kernel_language != "python":
-            return f"a fused {attrs['activation']} activation runs on the host only"
-        return super().unsupported(inputs, attrs, info)
+        why = super().unsupported(inputs, attrs, info)
+        steps = conv_epilogue_steps(inputs, attrs)
+        if why is not None or not steps:
+            return why
+        product, extras = self.infer(inputs, attrs)[0], inputs[3:4]  # Z and the activation: the kernels' epilogue
+        checked = _epilogue.check(self, product, extras, {"epilogue": steps, "epilogue_inputs": len(extras)})
+        return _epilogue.unsupported(product, extras, checked, info, 3 + len(inputs[2:3]), GEMM_SCALAR_BYTES)
 
     def reference_into(self, inputs, outputs, attrs):
         if inputs[0].dtype == np.float16 or not inputs[0].size or not inputs[1].size or not outputs[0].size:
@@ -458,8 +479,8 @@ def _activation(op: Op, attrs: dict[str, Any]) -> dict[str, Any]:
         return {}
     if name == "clip":
         return {"activation": "clip", **_clip_bounds(op, attrs)}
-    if name != "relu" and name not in HOST_ACTIVATIONS:
-        raise op.error(f"attribute 'activation' must be one of {['relu', 'clip', *HOST_ACTIVATIONS]} (applied "
+    if name != "relu" and name not in UNARY_ACTIVATIONS:
+        raise op.error(f"attribute 'activation' must be one of {['relu', 'clip', *UNARY_ACTIVATIONS]} (applied "
                        f"after the bias), or absent, got {name!r}")
     unary = get(name)
     defaults = unary.prepare([TensorType((1,), np.dtype(np.float32))], {})[0]
