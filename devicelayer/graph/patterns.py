@@ -333,9 +333,9 @@ _ACTIVATION_ATTRS = {"alpha": "activation_alpha", "beta": "activation_beta"}
 
 def conv_activation(g: _Graph, top: Node) -> Replacement | None:
     """conv -> activation as one conv with that activation (oneDNN's post-op on the host, the kernels' epilogue
-    elsewhere): a constant-bounded Clip
-    (ReLU6, as MobileNets write it), an activation of ``CONV_ACTIVATIONS``, or x * sigmoid(x) (SiLU, as
-    exporters write it), that alone reads a float conv without an activation of its own."""
+    elsewhere): a constant-bounded Clip (ReLU6, as MobileNets write it), an activation of ``CONV_ACTIVATIONS``,
+    or x * sigmoid(x) (SiLU, as exporters write it), that alone reads a float conv without an activation of its
+    own."""
     if top.op == "mul" and len(top.inputs) == 2:
         for x, s in ((top.inputs[0], top.inputs[1]), (top.inputs[1], top.inputs[0])):
             sig = s.producer

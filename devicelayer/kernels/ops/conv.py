@@ -182,21 +182,20 @@ def conv_epilogue(op: Op, inputs: Sequence[TensorType], outputs: Sequence[Tensor
                   attrs: dict[str, Any]) -> Epilogue | None:
     """The summand Z (input 3, added after the bias) and the activation of a checked conv call as the epilogue
     its kernels apply before they store (``kernels/ops/epilogue.py``); None where it has neither."""
-    steps = conv_epilogue_steps(inputs, attrs)
-    if not steps:
-        return None
-    extras = list(inputs[3:4])
-    checked = _epilogue.check(op, outputs[0], extras, {"epilogue": steps, "epilogue_inputs": len(extras)})
-    return _epilogue.code(outputs[0], extras, checked)
+    checked = _epilogue_attrs(op, inputs, outputs, attrs)
+    return _epilogue.code(outputs[0], inputs[3:4], checked) if checked else None
 
 
-def conv_epilogue_steps(inputs: Sequence[TensorType], attrs: dict[str, Any]) -> tuple:
-    """The epilogue steps (``fused_elementwise``'s form) of a checked conv call: + Z, then the activation."""
+def _epilogue_attrs(op: Op, inputs: Sequence[TensorType], outputs: Sequence[TensorType],
+                    attrs: dict[str, Any]) -> dict[str, Any]:
+    """The checked epilogue attributes (``epilogue.check``) of a checked conv call: + Z, then the activation;
+    ``{}`` where it has neither."""
     steps: list[tuple[str, dict[str, Any], tuple[int, ...]]] = [("add", {}, (0, 1))] if len(inputs) == 4 else []
     if attrs.get("activation") is not None:
         last = 2 if steps else 0  # the add's result (operands: 0 the conv's, 1 Z, 2 the first step's)
         steps.append((attrs["activation"], activation_params(attrs), (last,)))
-    return tuple(steps)
+    extras = inputs[3:4]
+    return _epilogue.check(op, outputs[0], extras, {"epilogue": tuple(steps), "epilogue_inputs": len(extras)})
 
 
 @functools.lru_cache(maxsize=256)
@@ -325,12 +324,11 @@ class Conv(_ConvBase):
 
     def unsupported(self, inputs, attrs, info):
         why = super().unsupported(inputs, attrs, info)
-        steps = conv_epilogue_steps(inputs, attrs)
-        if why is not None or not steps:
+        if why is not None or (len(inputs) < 4 and attrs.get("activation") is None):
             return why
-        product, extras = self.infer(inputs, attrs)[0], inputs[3:4]  # Z and the activation: the kernels' epilogue
-        checked = _epilogue.check(self, product, extras, {"epilogue": steps, "epilogue_inputs": len(extras)})
-        return _epilogue.unsupported(product, extras, checked, info, 3 + len(inputs[2:3]), GEMM_SCALAR_BYTES)
+        outputs = self.infer(inputs, attrs)  # Z and the activation: the kernels' epilogue
+        checked = _epilogue_attrs(self, inputs, outputs, attrs)
+        return _epilogue.unsupported(outputs[0], inputs[3:4], checked, info, 3 + len(inputs[2:3]), GEMM_SCALAR_BYTES)
 
     def reference_into(self, inputs, outputs, attrs):
         if inputs[0].dtype == np.float16 or not inputs[0].size or not inputs[1].size or not outputs[0].size:
