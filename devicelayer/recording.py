@@ -92,6 +92,7 @@ class Recording:
         self.finished = True
         self.native = self.device._build_recording(self.items)
         self._roots = list({id(b.root): b.root for b in self.buffers}.values())  # what a replay checks and holds
+        self._keep = (self.native, [b.handle for b in self._roots])
         return self
 
     def replay(self, wait: Sequence[Event] = ()) -> Event:
@@ -100,13 +101,12 @@ class Recording:
             raise InvalidArgument(f"recording on {self.device.id}: replay after release()")
         if not self.finished:
             raise InvalidArgument(f"recording on {self.device.id}: replay before finish()")
-        roots = self._roots
-        for b in roots:
-            b.check_alive(f"replay on {self.device.id}")
-        dev, native = self.device, self.native
+        roots, dev, native = self._roots, self.device, self.native
+        if dev._forked or any(b._freed for b in roots):  # (roots: allocations, whose own flag tells)
+            for b in roots:
+                b.check_alive(f"replay on {dev.id}")
         return dev._submit(f"replay of {len(self.items)} item(s) on {dev.id}",
-                           lambda waits: dev._replay_recording(native, waits), wait,
-                           (native, [b.handle for b in roots]), roots)
+                           lambda waits: dev._replay_recording(native, waits), wait, self._keep, roots)
 
     @protected
     def release(self) -> None:

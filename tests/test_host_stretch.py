@@ -222,3 +222,35 @@ def test_runs_returning_tensors_and_arrays_alternate_in_order(rng):
             host.pool.free(blocker)
     finally:
         plan.release()
+
+
+def test_calls_numpy_runs_for_a_vendor_op_leave_the_stretch_on_the_calling_thread(rng):
+    """Small per-channel products, quotients, sums and differences, which the host's oneDNN binary op takes (a
+    plan may keep them channels-last) and hands to NumPy, wake no OpenMP team: a plan of them runs on the calling
+    thread once measured short, and stays right."""
+    shape = (1, 2, 4, 4)
+    g = dl.Graph()
+    x = g.input("x", shape)
+    w = g.constant(rng.standard_normal((1, 2, 1, 1)).astype(np.float32))
+    b = g.constant(np.float32(rng.standard_normal() + 3.0).reshape(1))
+    y = g.softmax(g.mul(g.transpose(x, perm=[0, 1, 3, 2]), w), axis=-1)
+    g.output("y", g.sub(g.transpose(g.div(y, b), perm=[0, 1, 3, 2]), w))
+    plan = g.compile(["host"])
+    from devicelayer.backends.host import stretch as host_stretch
+    from devicelayer.graph.replay import Segment
+
+    seen: list[str] = []
+    try:
+        plan.run_numpy({"x": rng.standard_normal(shape).astype(np.float32)})
+        native = next(w for w in plan._prepared.replay.work if isinstance(w, Segment)).recording.native
+        assert isinstance(native, host_stretch.Stretch)
+        assert not native.team and native.short, native.labels
+        calls = native.calls[:]
+        native.calls[0] = lambda first=calls[0]: (seen.append(threading.current_thread().name), first())
+        for _ in range(3):
+            xv = rng.standard_normal(shape).astype(np.float32)
+            got = plan.run_numpy({"x": xv})["y"]
+            np.testing.assert_allclose(got, _reference(g, xv), rtol=1e-5, atol=1e-5)
+        assert seen == [threading.current_thread().name] * 3, seen
+    finally:
+        plan.release()

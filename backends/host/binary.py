@@ -132,4 +132,5 @@ class OnednnBinary(HostVendor):
             return reference_call(self.name, arrays, out, attrs)  # (an eager out= over part of an input)
         from devicelayer.kernels.op import get
 
-        return get(self.name).bind_into(arrays, [out], attrs)  # (over the host threads where large)
+        # (NumPy, over the host's own threads where large: no OpenMP team wakes)
+        return team_call(get(self.name).bind_into(arrays, [out], attrs), False)

@@ -99,7 +99,7 @@ def reference_call(name: str, xs: list[np.ndarray], y: np.ndarray, attrs: dict) 
 
     def apart() -> None:
         y[...] = op.reference(xs, attrs)[0]
-    return apart
+    return team_call(apart, False)
 
 
 def apart_or_layer(vendor: Any, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> Callable[[], None]:

@@ -24,8 +24,14 @@ INLINE_SECONDS = 0.005
 
 
 def team_call(fn: Callable[[], object], team: bool) -> Callable[[], object]:
-    """``fn`` marked as a call that does (``team``) or does not wake oneDNN's OpenMP team."""
-    fn.uses_team = team  # type: ignore[attr-defined]
+    """``fn`` marked as a call that does (``team``) or does not wake oneDNN's OpenMP team (wrapped where it
+    takes no attributes: a bound method, a builtin)."""
+    try:
+        fn.uses_team = team  # type: ignore[attr-defined]
+    except AttributeError:
+        inner = fn
+        fn = lambda: inner()  # noqa: E731
+        fn.uses_team = team  # type: ignore[attr-defined]
     return fn
 
 

@@ -10,6 +10,7 @@ timeline.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -164,7 +165,7 @@ def run_direct(direct: Direct, feeds: Mapping[int, Any], node_events: list[tuple
         np.copyto(arr, feeds[v_id], casting="no")
     seg = direct.segment
     ev = direct.last = seg.recording.replay()
-    node_events.extend((n, ev) for n in seg.nodes)
+    node_events.extend(zip(seg.nodes, itertools.repeat(ev)))
     ev.wait()
     return {name: arr.copy() for name, arr in direct.outputs}
 

@@ -103,6 +103,9 @@ class Op:
     #: shape, or broadcast from one element): any element order works, so a plan may run it on tensors held
     #: in a device-private layout (``graph/layout.py``)
     pointwise: bool = False
+    #: its NumPy form (``reference_into``/``bind_into``) may be given input 0 as its output, the same array: each
+    #: element is read before it is written (one ufunc over the arrays), so a bound host call needs no copy
+    in_place: bool = False
 
     def error(self, message: str) -> InvalidArgument:
         """An InvalidArgument naming the op."""

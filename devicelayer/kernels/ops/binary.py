@@ -172,6 +172,7 @@ class Binary(Op):
     min_inputs = 2
     max_inputs = 2
     pointwise = True
+    in_place = True  # (one ufunc, or the result computed apart and then copied)
     expr: str = ""
     int_expr: str = ""
     bool_expr: str = ""
@@ -513,6 +514,20 @@ class Where(Op):
         np.copyto(outputs[0], np.broadcast_to(y, outputs[0].shape))
         np.copyto(outputs[0], np.broadcast_to(x, outputs[0].shape), where=np.broadcast_to(cond, outputs[0].shape))
         return None
+
+    def bind_into(self, inputs, outputs, attrs):
+        """The two masked copies with their broadcast views made once (the output shares no memory with an input:
+        ``reference_into``'s contract)."""
+        cond, x, y = inputs
+        out = outputs[0]
+        if out.ndim == 0 or cond.dtype.kind != "b" or splits(max(out.shape), out.nbytes * 2):
+            return super().bind_into(inputs, outputs, attrs)
+        xs, ys, cs = (np.broadcast_to(v, out.shape) for v in (x, y, cond))
+
+        def where() -> None:
+            np.copyto(out, ys)
+            np.copyto(out, xs, where=cs)
+        return where
 
     def unsupported(self, inputs, attrs, info):
         for j, t in enumerate(inputs):

@@ -103,7 +103,9 @@ def bind(y: np.ndarray, extras: Sequence[np.ndarray], attrs: dict[str, Any]) -> 
     fused = get("fused_elementwise")
     if not y.flags.c_contiguous or y.size > HOST_BLOCK:
         return functools.partial(apply, y, extras, attrs)
-    if 0 in attrs["epilogue"][-1][2]:  # the last step reads y as it writes it: from a copy, as ``apply``
+    last, _, operands = attrs["epilogue"][-1]
+    if 0 in operands and not (get(last).in_place and operands[0] == 0):
+        # the last step reads y as it writes it, other than as input 0 of an op that may: from a copy, as ``apply``
         src = np.empty_like(y)
         copy, chain = functools.partial(np.copyto, src, y), fused.bind_into([src, *extras], [y], _chain(attrs))
 
