@@ -14,8 +14,11 @@ Exit: the interpreter releases what the program still holds, and some drivers
 wait for the device's work when an object is released (a driver binding may wait for a
 host transfer's event, for one).  Work the program gave up on (a kernel that
 never ends, whose ``wait(timeout)`` raised ``EventTimeout``) would then hold the
-process forever.  So at exit, the objects of a device that still has work
-running are kept, never released: the process's memory goes with it anyway.
+process forever.  And objects that the collector frees last, in reference cycles,
+reach the driver in no set order after its binding's own exit handlers ran (NVIDIA's
+OpenCL driver crashed the process that way at exit, now and then).  So at exit, every
+device and its objects are kept, never released: the process's memory goes with it
+anyway, and each driver's native exit handler tears down what it holds.
 Drivers also tear down what they still hold in their own native exit handlers,
 after the interpreter has finalized (NVIDIA's Vulkan driver waits there for the
 device to go idle).  So where work is still running at exit, the C library's
@@ -69,12 +72,12 @@ def _after_fork_in_child() -> None:
 
 
 def _at_exit() -> None:
-    """Keep the objects of devices with work still running (or of the parent, in a forked child) past finalization."""
-    stuck = [d for d in list(_devices) if d._forked or d._has_pending_work()]
-    if stuck:
-        keep_forever(stuck)
-        keep_forever(_objects_of(stuck))
-    if any(not d._forked for d in stuck):
+    """Keep every device and its objects past finalization; where work is still running (not in a forked child),
+    end the process before the drivers' native exit handlers."""
+    devices = list(_devices)
+    keep_forever(devices)
+    keep_forever(_objects_of(devices))
+    if any(not d._forked and d._has_pending_work() for d in devices):
         _end_before_native_exit_handlers()
 
 

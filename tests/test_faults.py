@@ -871,3 +871,44 @@ def test_probe_verdicts_are_read_from_the_cache_while_the_driver_files_stay_the_
     assert probe.verdicts(requests)["host"].startswith("planted verdict")
     driver.write_text('{"changed": 1}')  # another fingerprint: probed again
     assert probe.verdicts({"host": ("devicelayer.backends.host:HostBackend", [probe.stamp(driver)])}) == {}
+
+
+_KEEP_AT_EXIT = r"""
+import gc, sys
+import numpy as np
+import devicelayer as dl
+from devicelayer import lifecycle
+
+held = []
+for d in dl.devices():
+    buf = d.pool.allocate(256, np.float32)
+    d.pool.upload(buf, np.arange(64, dtype=np.float32)).wait()
+    g = dl.Graph()
+    x = g.input("x", (4, 16))
+    g.output("y", g.relu(g.add(x, x)))
+    plan = g.compile([d])
+    plan.run_numpy({"x": np.ones((4, 16), np.float32)})
+    held += [buf, plan]
+cycle = [held]
+cycle.append(cycle)  # (freed only by the collector, in no set order, as at finalization)
+del held
+lifecycle._at_exit()
+kept = {id(o) for group in lifecycle._kept for o in (group if isinstance(group, list) else [group])}
+from devicelayer.memory import Buffer
+bufs = [o for o in gc.get_objects() if isinstance(o, Buffer)]
+print("devices kept", all(id(d) in kept for d in dl.devices()))
+print("buffers kept", bool(bufs) and all(id(b) in kept for b in bufs))
+sys.stdout.flush()
+sys.exit(5)
+"""
+
+
+def test_exit_keeps_every_device_and_its_objects_past_finalization():
+    """At exit every device, buffer and plan recording is kept (the collector would hand them to the drivers in no
+    set order after their bindings' exit handlers ran); the exit status and output are the program's."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _KEEP_AT_EXIT], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 5, (done.returncode, done.stderr[-2000:])
+    assert "devices kept True" in done.stdout and "buffers kept True" in done.stdout, done.stdout + done.stderr[-2000:]
