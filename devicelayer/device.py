@@ -18,6 +18,7 @@ from .interrupts import install as install_sigint, protected
 from .info import DeviceInfo
 from .memory import Buffer, MemoryPool
 from .geometry import check_geometry
+from .tuning import TunedChoices
 from .signature import Arg, Signature, _float_max, _int_range, check_buffer, check_scalar, parse_signature
 
 if TYPE_CHECKING:
@@ -103,12 +104,28 @@ class Device:
         self._closed = False
         #: the latest submission (in-order: it finishes last), weakly: a device holds no finished work
         self._tail: weakref.ref[Event] | None = None
+        self._tuned_choices: dict[str, TunedChoices] = {}
         lifecycle.track(self)
 
     @property
     def id(self) -> str:
         """The device id, as ``devicelayer.device()`` takes it."""
         return self.info.id
+
+    # -- measured choices ----------------------------------------------------------
+    def _tuning_identity(self) -> str:
+        """What a choice measured on this device holds for: its model, driver and API (backends add the vendor
+        libraries that take part)."""
+        i = self.info
+        return (f"{i.backend}|{i.name}|{i.vendor}|{i.driver_version}|{i.api_version}|{i.compute_units}|"
+                f"{i.local_memory}|{i.memory_total}")
+
+    def _tuned(self, kind: str) -> TunedChoices:
+        """The choices of ``kind`` measured for this device (``_tuning_identity``), kept in the disk cache."""
+        found = self._tuned_choices.get(kind)
+        if found is None:
+            found = self._tuned_choices.setdefault(kind, TunedChoices(kind, self._tuning_identity()))
+        return found
 
     # -- backend hooks -------------------------------------------------------------
     def _build(self, source: Any, entry: str, options: tuple[str, ...]) -> tuple[Any, Signature | None]:
@@ -373,8 +390,9 @@ class Device:
                 else:
                     event = natives
             self._tail = weakref.ref(event)
+        key = id(self)
         for b in buffers:
-            b.root._uses[id(self)] = event
+            (b if b.base is None else b.base)._uses[key] = event  # (its root's)
         return event
 
     def _natives(self, wait: tuple[Event, ...], label: str) -> list[Event] | Event | None:

@@ -68,7 +68,6 @@ from devicelayer.memory import Buffer, MemoryPool
 from devicelayer.registry import Backend
 from devicelayer.signature import Signature, c_signature
 from devicelayer.threads import DaemonPool
-from devicelayer.tuning import TunedChoices
 
 from . import blas as cuda_blas, dnn as cuda_dnn
 
@@ -464,7 +463,6 @@ class CudaDevice(Device):
         self._blas_handle: cuda_blas.Blas | None = None
         self._dnn_handle: cuda_dnn.Dnn | None = None
         self._conv_routes: dict[tuple, Any] = {}  # convolution geometry -> how it runs (see cuda_conv)
-        self._tuned_choices: dict[str, TunedChoices] = {}
         self._capture_stream: Any = None  # the stream recordings are captured on (captures are serialised)
         self._capture_lock = threading.Lock()
 
@@ -553,15 +551,11 @@ class CudaDevice(Device):
         """This device's cuDNN handle (made on first use)."""
         return self._dnn_handle or self._library_handle("_dnn_handle", "cuDNN", cuda_dnn.library(), cuda_dnn.Dnn)
 
-    def _tuned(self, kind: str) -> TunedChoices:
-        """The choices of ``kind`` measured for this GPU model, driver and libraries, kept in the disk cache."""
-        found = self._tuned_choices.get(kind)
-        if found is None:
-            i = self.info
-            identity = (f"{i.name}|{i.api_version}|cuDNN {i.extras.get('cudnn')}|CuPy {i.extras.get('cupy')}|"
-                        f"{i.memory_total}")
-            found = self._tuned_choices.setdefault(kind, TunedChoices(kind, identity))
-        return found
+    def _tuning_identity(self) -> str:
+        """The GPU model, driver and the libraries whose choices are kept (cuDNN, CuPy)."""
+        i = self.info
+        return (f"{i.name}|{i.api_version}|cuDNN {i.extras.get('cudnn')}|CuPy {i.extras.get('cupy')}|"
+                f"{i.memory_total}")
 
     def _library_handle(self, attr: str, name: str, lib: Any, make: Callable[[Any], Any]) -> Any:
         """A vendor library's handle for this device, made once (under the device's lock, the device current)."""

@@ -22,6 +22,7 @@ from ..events import Event
 from ..interrupts import protected
 from ..kernels.op import FLAG_SIZE, Alias, Flag, Plan as OpPlan, TensorType, flag_error, get
 from ..kernels.runner import execute, plan_for, programs
+from ..kernels.tile_tuning import tuned_plan
 from ..memory import Buffer
 from ..reclaim import on_drop
 from ..tensors import Tensor
@@ -157,7 +158,9 @@ class ExecutionPlan(Profiled):
             ins = [types[id(v)] for v in node.inputs]
             outs = [types[id(v)] for v in node.outputs]
             constants = {i: v.constant for i, v in enumerate(node.inputs) if v.constant is not None}
-            op_plan = plan_for(get(node.op), dev, ins, outs, node.attrs, constants)
+            op = get(node.op)
+            op_plan = tuned_plan(op, dev, ins, outs, node.attrs,
+                                 lambda: plan_for(op, dev, ins, outs, node.attrs, constants))
             steps.append(Step("node", dev, node=node, op_plan=op_plan))
             for v in node.outputs:
                 home[id(v)] = dev

@@ -22,6 +22,7 @@ import numpy as np
 
 from ...info import DeviceInfo
 from ...resources import shader_source
+from .. import tiles as _tiles
 from ..dialect import KernelSpec, Param, dialect_type
 from ..op import (ALLOW_TF32, Launch, Op, Plan, TensorType, groups_for, local_1d, register, tf32_attr,
                   float_attr as _float_attr)
@@ -51,9 +52,14 @@ CPU_MICRO_DEPTH, CPU_MICRO_OUTPUT = 32, 8192
 
 def micro_tile(info: DeviceInfo, rows: int, cols: int, batch: int, depth: int, elem: str = "float") -> int:
     """Micro-tile edge of the tiled kernels for a (rows x depth) @ (depth x cols) product repeated batch
-    times: 8 (128 x 128 tiles) on CPU devices for products deep and large enough, where shared memory takes
-    them; 2 (32 x 32) where 64 x 64 tiles would leave a GPU's compute units idle (fewer than two tiles
-    each); else 4 (64 x 64)."""
+    times.  The edge forced while a plan is measured (``tiles.forcing``) where shared memory takes it; else the
+    static rule: 8 (128 x 128 tiles) on CPU devices for products deep and large enough, where shared memory
+    takes them; 2 (32 x 32) where 64 x 64 tiles would leave a GPU's compute units idle (fewer than two tiles
+    each); else 4 (64 x 64).  The product's work is noted for the tuner (``tiles.noting``)."""
+    _tiles.note(rows * cols * batch * max(depth, 1))
+    chosen = _tiles.forced()
+    if chosen is not None and info.local_memory >= tiled_shared_bytes(elem, chosen):
+        return chosen
     if info.device_type == "cpu":
         large = depth >= CPU_MICRO_DEPTH and rows * cols >= CPU_MICRO_OUTPUT
         return CPU_MICRO if large and info.local_memory >= tiled_shared_bytes(elem, CPU_MICRO) else 4

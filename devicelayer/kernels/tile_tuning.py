@@ -1,0 +1,157 @@
+"""Tile shapes measured once per device and op geometry, kept in the disk cache.
+
+A plan's products and convolutions run on the tiled kernels (``ops/matmul.py``) with 32 x 32, 64 x 64 or 128 x 128
+output tiles per work-group.  Which is fastest depends on the device and the geometry (a CPU device's registers,
+a GPU's compute units against the number of tiles, the depth of the product), so the first plan that meets a
+geometry of at least ``MIN_WORK`` multiply-adds times the op once with each edge the device's shared memory takes
+(``tiles.MICRO_EDGES``), on scratch tensors of the call's types, and keeps the fastest; a later plan, in this
+process or another on the same device, driver and API, takes the stored choice without timing
+(``devicelayer.tuning``).  The static rule of ``micro_tile`` stays unless another edge is faster by more than
+``MARGIN``.
+
+``DEVICELAYER_TUNE=0`` turns the timing off (plans take stored choices and else the static rule).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..device import Device
+from ..errors import DeviceLayerError
+from . import tiles
+from .op import Op, Plan, TensorType
+from .runner import _freeze, execute, programs
+
+#: the least multiply-adds of a tiled launch that the tuner times (smaller ones keep the static rule)
+MIN_WORK = 1 << 24
+#: another edge replaces the static rule's only when faster by more than this fraction
+MARGIN = 0.05
+#: timed runs per edge (after one warm-up run, which also compiles), the fastest counted
+TIMED_RUNS = 3
+#: where the choices are kept (``Device._tuned``)
+KIND = "tiles"
+_OFF = ("0", "off", "no", "false")
+
+
+def enabled() -> bool:
+    """Whether plans time tile shapes they have no stored choice for (``DEVICELAYER_TUNE``)."""
+    return os.environ.get("DEVICELAYER_TUNE", "").strip().lower() not in _OFF
+
+
+def key_of(op: Op, ins: Sequence[TensorType], outs: Sequence[TensorType], attrs: Mapping[str, Any]) -> str:
+    """The stored choice's key: the op, its tensor types and attributes."""
+    return repr((op.name, [(tuple(t.shape), t.dtype.str) for t in ins], [(tuple(t.shape), t.dtype.str) for t in outs],
+                 _freeze(dict(attrs))))
+
+
+def tuned_plan(op: Op, device: Device, ins: Sequence[TensorType], outs: Sequence[TensorType],
+               attrs: dict[str, Any], replan: Callable[[], Plan], tune: bool | None = None) -> Plan:
+    """The op's plan on ``device`` (``replan()`` makes it) with its tiled launches on the stored or measured
+    micro-tile edge; the plan of the static rule where it has no tiled launch of ``MIN_WORK`` multiply-adds or
+    more, where the device's shared memory takes one edge only, or where nothing is stored and timing is off
+    (``tune``; default ``enabled()``)."""
+    with tiles.noting() as work:
+        plan = replan()
+    if not isinstance(device, Device) or device.info.kernel_language == "python" or not work or max(work) < MIN_WORK:
+        return plan
+    candidates = [e for e in tiles.MICRO_EDGES if _takes(replan, e)]
+    if len(candidates) < 2:
+        return plan
+    key = key_of(op, ins, outs, attrs)
+    choices = device._tuned(KIND)
+    stored = choices.get(key)
+    if isinstance(stored, dict) and stored.get("micro") in candidates:
+        return forced_plan(replan, int(stored["micro"]))
+    if not (enabled() if tune is None else tune):
+        return plan
+    default = edge_of(plan)
+    times = {e: time_plan(op, device, ins, outs, attrs, forced_plan(replan, e)) for e in candidates}
+    best = choose(times, default)
+    if best is None:
+        return plan
+    measured = {str(e): (round(t * 1e3, 4) if math.isfinite(t) else None) for e, t in times.items()}
+    if " at 0x" not in key:  # (an attribute without a stable form: the choice lives in this process only)
+        choices.put(key, {"micro": best, "static": default, "times_ms": measured})
+    return forced_plan(replan, best)
+
+
+def choose(times: Mapping[int, float], default: int | None) -> int | None:
+    """The edge to keep from seconds by edge (inf where it failed): the fastest, unless the static rule's
+    ``default`` is within ``MARGIN`` of it; None where every edge failed."""
+    finite = {e: t for e, t in times.items() if math.isfinite(t)}
+    if not finite:
+        return None
+    best = min(finite, key=finite.__getitem__)
+    if default in finite and finite[best] > finite[default] * (1 - MARGIN):
+        return default
+    return best
+
+
+def forced_plan(replan: Callable[[], Plan], micro: int) -> Plan:
+    """``replan()`` with ``micro`` forced on its tiled launches (where shared memory takes it)."""
+    with tiles.forcing(micro):
+        return replan()
+
+
+def _takes(replan: Callable[[], Plan], micro: int) -> bool:
+    """Whether forcing ``micro`` gives a plan with that edge (the device's shared memory takes its tiles)."""
+    return edge_of(forced_plan(replan, micro)) == micro
+
+
+def edge_of(plan: Plan) -> int | None:
+    """The micro-tile edge of the plan's tiled launches (their ``TM`` define), None where it has none."""
+    for step in plan.steps:
+        spec = getattr(step, "spec", None)
+        for name, value in getattr(spec, "defines", ()) or ():
+            if name == "TM":
+                return int(value)
+    return None
+
+
+def _scratch(device: Device, t: TensorType, rng: np.random.Generator) -> Any:
+    """A buffer of type ``t`` holding random values (small integers for integer types)."""
+    nbytes = max(t.size * t.dtype.itemsize, t.dtype.itemsize)
+    buf = device.pool.allocate(nbytes, t.dtype)
+    if t.dtype.kind == "f":
+        data = rng.standard_normal(t.shape).astype(t.dtype)
+    elif t.dtype.kind in "iu":
+        info = np.iinfo(t.dtype)
+        data = rng.integers(max(info.min, -3), min(info.max, 4), t.shape).astype(t.dtype)
+    else:
+        data = (rng.random(t.shape) < 0.5).astype(t.dtype)
+    if t.size:
+        device.pool.upload(buf, data).wait()
+    return buf
+
+
+def time_plan(op: Op, device: Device, ins: Sequence[TensorType], outs: Sequence[TensorType], attrs: dict[str, Any],
+          plan: Plan) -> float:
+    """Seconds of the fastest of ``TIMED_RUNS`` runs of ``plan`` on scratch tensors (inf where it fails)."""
+    rng = np.random.default_rng(0)
+    bufs: list[Any] = []
+    try:
+        compiled = programs(op, device, plan, ins, outs, attrs)
+        in_bufs = [_scratch(device, t, rng) for t in ins]
+        bufs += in_bufs
+        out_bufs = [device.pool.allocate(max(t.size * t.dtype.itemsize, t.dtype.itemsize), t.dtype) for t in outs]
+        bufs += out_bufs
+        temps = [device.pool.allocate(max(t.size * t.dtype.itemsize, t.dtype.itemsize), t.dtype)
+                 for t in plan.temps]
+        bufs += temps
+        execute(op, device, plan, ins, outs, attrs, in_bufs, out_bufs, temps, [], compiled).wait()
+        best = math.inf
+        for _ in range(TIMED_RUNS):
+            t0 = time.perf_counter()
+            execute(op, device, plan, ins, outs, attrs, in_bufs, out_bufs, temps, [], compiled).wait()
+            best = min(best, time.perf_counter() - t0)
+        return best
+    except DeviceLayerError:
+        return math.inf
+    finally:
+        for b in bufs:
+            device.pool.free(b)
