@@ -15,8 +15,8 @@ wait for the device's work when an object is released (a driver binding may wait
 host transfer's event, for one).  Work the program gave up on (a kernel that
 never ends, whose ``wait(timeout)`` raised ``EventTimeout``) would then hold the
 process forever.  And objects that the collector frees last, in reference cycles,
-reach the driver in no set order after its binding's own exit handlers ran (NVIDIA's
-OpenCL driver crashed the process that way at exit, now and then).  So at exit, every
+reach the driver in no set order, possibly after its binding's own exit handlers ran (a
+process using NVIDIA's OpenCL driver crashed in that collection, depending on the order).  So at exit, every
 device and its objects are kept, never released: the process's memory goes with it
 anyway, and each driver's native exit handler tears down what it holds.
 Drivers also tear down what they still hold in their own native exit handlers,

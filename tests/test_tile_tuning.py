@@ -15,10 +15,10 @@ from op_cases import graph_reference64
 
 @pytest.fixture
 def tuning(monkeypatch, tmp_path):
-    """A cache of this test's own, timing on, and products of a few thousand multiply-adds tuned; counts the
+    """A cache of this test's own, timing on for every device, and products of a few thousand multiply-adds tuned; counts the
     plans timed (one call per candidate edge)."""
     monkeypatch.setenv("DEVICELAYER_CACHE", str(tmp_path))
-    monkeypatch.delenv("DEVICELAYER_TUNE", raising=False)
+    monkeypatch.setenv("DEVICELAYER_TUNE", "all")
     monkeypatch.setattr(tile_tuning, "MIN_WORK", 1 << 12)
     timed: list[int] = []
     real = tile_tuning.time_plan
@@ -189,3 +189,26 @@ def test_forcing_takes_only_the_edges_the_kernels_are_built_for():
             assert tiles.forced() == 2
         assert tiles.forced() == 8
     assert tiles.forced() is None
+
+
+def test_by_default_only_gpus_time_tile_shapes(device, tuning, rng, monkeypatch):
+    """Unset (or any value but 0 and ``all``), timing is for GPUs; CPU devices keep the static rule unless a
+    choice is stored."""
+    for value in (None, "1", "yes"):
+        if value is None:
+            monkeypatch.delenv("DEVICELAYER_TUNE", raising=False)
+        else:
+            monkeypatch.setenv("DEVICELAYER_TUNE", value)
+        assert tile_tuning.enabled(device) == (device.info.device_type == "gpu")
+    monkeypatch.delenv("DEVICELAYER_TUNE", raising=False)
+    ops = _kernel_ops(device)
+    tuning.clear()
+    g = _graph(rng)
+    plan = g.compile([device])
+    try:
+        timed = device.info.device_type == "gpu"
+        assert sorted(tuning) == (sorted(_candidates(device) * len(ops)) if timed else [])
+        assert sorted(_stored(device)) == (ops if timed else [])
+        _check(g, plan, rng)
+    finally:
+        plan.release()

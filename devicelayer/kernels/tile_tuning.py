@@ -9,7 +9,10 @@ process or another on the same device, driver and API, takes the stored choice w
 (``devicelayer.tuning``).  The static rule of ``micro_tile`` stays unless another edge is faster by more than
 ``MARGIN``.
 
-``DEVICELAYER_TUNE=0`` turns the timing off (plans take stored choices and else the static rule).
+Timing is on for GPUs.  On CPU devices (PoCL, lavapipe) the static rule was itself measured there and timing mostly
+confirmed it, while compiling and timing each shape multiplied the first compile of a CNN several times over:
+they time with ``DEVICELAYER_TUNE=all``.  ``DEVICELAYER_TUNE=0`` turns timing off everywhere.  Without timing a
+plan takes a stored choice, else the static rule.
 """
 
 from __future__ import annotations
@@ -38,9 +41,13 @@ KIND = "tiles"
 _OFF = ("0", "off", "no", "false")
 
 
-def enabled() -> bool:
-    """Whether plans time tile shapes they have no stored choice for (``DEVICELAYER_TUNE``)."""
-    return os.environ.get("DEVICELAYER_TUNE", "").strip().lower() not in _OFF
+def enabled(device: Device) -> bool:
+    """Whether plans time tile shapes they have no stored choice for on ``device`` (``DEVICELAYER_TUNE``: GPUs
+    by default, every device with ``all``, none with ``0``)."""
+    value = os.environ.get("DEVICELAYER_TUNE", "").strip().lower()
+    if value in _OFF:
+        return False
+    return value == "all" or device.info.device_type == "gpu"
 
 
 def key_of(op: Op, ins: Sequence[TensorType], outs: Sequence[TensorType], attrs: Mapping[str, Any]) -> str:
@@ -54,7 +61,7 @@ def tuned_plan(op: Op, device: Device, ins: Sequence[TensorType], outs: Sequence
     """The op's plan on ``device`` (``replan()`` makes it) with its tiled launches on the stored or measured
     micro-tile edge; the plan of the static rule where it has no tiled launch of ``MIN_WORK`` multiply-adds or
     more, where the device's shared memory takes one edge only, or where nothing is stored and timing is off
-    (``tune``; default ``enabled()``)."""
+    (``tune``; default ``enabled(device)``)."""
     with tiles.noting() as work:
         plan = replan()
     if not isinstance(device, Device) or device.info.kernel_language == "python" or not work or max(work) < MIN_WORK:
@@ -67,7 +74,7 @@ def tuned_plan(op: Op, device: Device, ins: Sequence[TensorType], outs: Sequence
     stored = choices.get(key)
     if isinstance(stored, dict) and stored.get("micro") in candidates:
         return forced_plan(replan, int(stored["micro"]))
-    if not (enabled() if tune is None else tune):
+    if not (enabled(device) if tune is None else tune):
         return plan
     default = edge_of(plan)
     times = {e: time_plan(op, device, ins, outs, attrs, forced_plan(replan, e)) for e in candidates}
