@@ -166,6 +166,18 @@ def _reference(g, x):
     return graph_reference64(g, {"x": x})["y"]
 
 
+def _threads_of_runs(g, plan, native, shape, rng, tol):
+    """The thread that ran the stretch ``native`` in each of three runs of ``plan`` (each checked against the
+    float64 reference)."""
+    seen: list[str] = []
+    first = native.calls[0]
+    native.calls[0] = lambda: (seen.append(threading.current_thread().name), first())
+    for _ in range(3):
+        x = rng.standard_normal(shape).astype(np.float32)
+        np.testing.assert_allclose(plan.run_numpy({"x": x})["y"], _reference(g, x), rtol=tol, atol=tol)
+    return seen
+
+
 def test_a_short_plan_copies_on_the_calling_thread_and_keeps_team_calls_on_the_worker(rng):
     """A plan of one host stretch, measured short, copies its inputs in and outputs out on the caller's thread;
     the stretch runs there too unless a call wakes oneDNN's team (that stays on the worker, whose team is bound
@@ -175,7 +187,6 @@ def test_a_short_plan_copies_on_the_calling_thread_and_keeps_team_calls_on_the_w
     from devicelayer.backends.host import stretch as host_stretch
     from devicelayer.graph.replay import Segment
 
-    seen: list[str] = []
     try:
         plan.run_numpy({"x": rng.standard_normal(_SHAPE).astype(np.float32)})  # measured on the worker
         replay = plan._prepared.replay
@@ -186,14 +197,8 @@ def test_a_short_plan_copies_on_the_calling_thread_and_keeps_team_calls_on_the_w
 
         team = host_dnnl.library() is not None
         assert native.team == team and native.short == (not team)
-        calls = native.calls[:]
-        native.calls[0] = lambda first=calls[0]: (seen.append(threading.current_thread().name), first())
-        for _ in range(3):
-            x = rng.standard_normal(_SHAPE).astype(np.float32)
-            got = plan.run_numpy({"x": x})["y"]
-            np.testing.assert_allclose(got, _reference(g, x), rtol=1e-4, atol=1e-4)
         on = "devicelayer-host" if team else threading.current_thread().name
-        assert seen == [on] * 3, seen
+        assert _threads_of_runs(g, plan, native, _SHAPE, rng, 1e-4) == [on] * 3
     finally:
         plan.release()
 
@@ -239,18 +244,11 @@ def test_calls_numpy_runs_for_a_vendor_op_leave_the_stretch_on_the_calling_threa
     from devicelayer.backends.host import stretch as host_stretch
     from devicelayer.graph.replay import Segment
 
-    seen: list[str] = []
     try:
         plan.run_numpy({"x": rng.standard_normal(shape).astype(np.float32)})
         native = next(w for w in plan._prepared.replay.work if isinstance(w, Segment)).recording.native
         assert isinstance(native, host_stretch.Stretch)
         assert not native.team and native.short, native.labels
-        calls = native.calls[:]
-        native.calls[0] = lambda first=calls[0]: (seen.append(threading.current_thread().name), first())
-        for _ in range(3):
-            xv = rng.standard_normal(shape).astype(np.float32)
-            got = plan.run_numpy({"x": xv})["y"]
-            np.testing.assert_allclose(got, _reference(g, xv), rtol=1e-5, atol=1e-5)
-        assert seen == [threading.current_thread().name] * 3, seen
+        assert _threads_of_runs(g, plan, native, shape, rng, 1e-5) == [threading.current_thread().name] * 3
     finally:
         plan.release()

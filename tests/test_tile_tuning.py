@@ -15,8 +15,8 @@ from op_cases import graph_reference64
 
 @pytest.fixture
 def tuning(monkeypatch, tmp_path):
-    """A cache of this test's own, timing on for every device, and products of a few thousand multiply-adds tuned; counts the
-    plans timed (one call per candidate edge)."""
+    """A cache of this test's own, timing on for every device, and products of a few thousand multiply-adds tuned;
+    counts the plans timed (one call per candidate edge)."""
     monkeypatch.setenv("DEVICELAYER_CACHE", str(tmp_path))
     monkeypatch.setenv("DEVICELAYER_TUNE", "all")
     monkeypatch.setattr(tile_tuning, "MIN_WORK", 1 << 12)
@@ -156,20 +156,13 @@ def test_a_stored_choice_that_does_not_apply_is_timed_again(device, tuning, rng)
         plan.release()
 
 
-@pytest.mark.parametrize("value", ["0", "off", "False"])
-def test_timing_off_keeps_the_static_rule_and_stores_nothing(device, tuning, rng, monkeypatch, value):
-    monkeypatch.setenv("DEVICELAYER_TUNE", value)
-    g = _graph(rng)
-    plan = g.compile([device])
-    try:
-        assert tuning == [] and _stored(device) == {}
-        _check(g, plan, rng)
-    finally:
-        plan.release()
-
-
-def test_small_products_are_not_timed(device, tuning, rng, monkeypatch):
-    monkeypatch.setattr(tile_tuning, "MIN_WORK", 1 << 30)
+@pytest.mark.parametrize("why", ["0", "off", "False", "small"])
+def test_nothing_is_timed_or_stored_with_timing_off_or_for_small_products(device, tuning, rng, monkeypatch, why):
+    """``DEVICELAYER_TUNE`` off (its spellings), or products under ``MIN_WORK``: the static rule, nothing stored."""
+    if why == "small":
+        monkeypatch.setattr(tile_tuning, "MIN_WORK", 1 << 30)
+    else:
+        monkeypatch.setenv("DEVICELAYER_TUNE", why)
     g = _graph(rng)
     plan = g.compile([device])
     try:
