@@ -137,7 +137,7 @@ def _scratch(device: Device, t: TensorType, rng: np.random.Generator) -> Any:
 
 
 def time_plan(op: Op, device: Device, ins: Sequence[TensorType], outs: Sequence[TensorType], attrs: dict[str, Any],
-          plan: Plan) -> float:
+              plan: Plan) -> float:
     """Seconds of the fastest of ``TIMED_RUNS`` runs of ``plan`` on scratch tensors (inf where it fails)."""
     rng = np.random.default_rng(0)
     bufs: list[Any] = []
