@@ -120,10 +120,11 @@ def edge_of(plan: Plan) -> int | None:
     return None
 
 
-def _scratch(device: Device, t: TensorType, rng: np.random.Generator) -> Any:
-    """A buffer of type ``t`` holding random values (small integers for integer types)."""
-    nbytes = max(t.size * t.dtype.itemsize, t.dtype.itemsize)
-    buf = device.pool.allocate(nbytes, t.dtype)
+def _scratch(device: Device, t: TensorType, rng: np.random.Generator | None = None) -> Any:
+    """A buffer of type ``t``; with ``rng``, holding random values (small integers for integer types)."""
+    buf = device.pool.allocate(max(t.size * t.dtype.itemsize, t.dtype.itemsize), t.dtype)
+    if rng is None or not t.size:
+        return buf
     if t.dtype.kind == "f":
         data = rng.standard_normal(t.shape).astype(t.dtype)
     elif t.dtype.kind in "iu":
@@ -131,8 +132,7 @@ def _scratch(device: Device, t: TensorType, rng: np.random.Generator) -> Any:
         data = rng.integers(max(info.min, -3), min(info.max, 4), t.shape).astype(t.dtype)
     else:
         data = (rng.random(t.shape) < 0.5).astype(t.dtype)
-    if t.size:
-        device.pool.upload(buf, data).wait()
+    device.pool.upload(buf, data).wait()
     return buf
 
 
@@ -143,13 +143,11 @@ def time_plan(op: Op, device: Device, ins: Sequence[TensorType], outs: Sequence[
     bufs: list[Any] = []
     try:
         compiled = programs(op, device, plan, ins, outs, attrs)
-        in_bufs = [_scratch(device, t, rng) for t in ins]
-        bufs += in_bufs
-        out_bufs = [device.pool.allocate(max(t.size * t.dtype.itemsize, t.dtype.itemsize), t.dtype) for t in outs]
-        bufs += out_bufs
-        temps = [device.pool.allocate(max(t.size * t.dtype.itemsize, t.dtype.itemsize), t.dtype)
-                 for t in plan.temps]
-        bufs += temps
+        for t in ins:  # (one at a time into ``bufs``: a failed allocation leaves none behind)
+            bufs.append(_scratch(device, t, rng))
+        for t in (*outs, *plan.temps):
+            bufs.append(_scratch(device, t))
+        in_bufs, out_bufs, temps = bufs[:len(ins)], bufs[len(ins):len(ins) + len(outs)], bufs[len(ins) + len(outs):]
         execute(op, device, plan, ins, outs, attrs, in_bufs, out_bufs, temps, [], compiled).wait()
         best = math.inf
         for _ in range(TIMED_RUNS):
