@@ -19,8 +19,9 @@ Every contestant runs in a process of its own, started by this one, with the sam
 children also report their phases (import, load or session, compile, first run).  devicelayer's modules are
 byte-compiled first, as installing a package does, and the children keep the bytecode of what they import
 (``PYTHONDONTWRITEBYTECODE`` is dropped from their environment).  Outputs are checked against
-onnxruntime's.  ``--profile`` writes the devicelayer processes' cProfile summaries (top 40 by cumulative time)
-beside the JSON.  Models come from ``DIR/NAME.onnx`` (exported by ``benchmarks.arch_models`` where missing).
+onnxruntime's.  ``--profile`` writes the devicelayer processes' cProfile summaries (top 80 by cumulative time,
+top 40 by own time) beside the JSON.  Models come from ``DIR/NAME.onnx`` (exported by ``benchmarks.arch_models``
+where missing).
 """
 
 from __future__ import annotations
@@ -117,7 +118,8 @@ def _child(argv: list[str]) -> int:
         prof = cProfile.Profile()
         phases = prof.runcall(CHILDREN[kind], target, feeds, device_id, out)
         text = io.StringIO()
-        pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(40)
+        pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(80)
+        pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(40)
         Path(profile).write_text(text.getvalue())
     else:
         phases = CHILDREN[kind](target, feeds, device_id, out)

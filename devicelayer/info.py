@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 #: dtype names used in ``DeviceInfo.dtypes`` and kernel signatures.
 DTYPE_NAMES = ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
@@ -55,6 +56,52 @@ class DeviceInfo:
         d["peer_access"] = list(self.peer_access)
         d["extras"] = {k: v for k, v in self.extras.items()}
         return d
+
+
+class LazyExtras(Mapping[str, Any]):
+    """``DeviceInfo.extras`` whose slow part (``more``, a callable giving further keys: a management library's
+    clocks and power) is read the first time a key outside ``known`` is looked up, or the whole is iterated;
+    a copy or pickle is a plain dict of everything."""
+
+    def __init__(self, known: Mapping[str, Any], more: Callable[[], Mapping[str, Any]]) -> None:
+        self._known = dict(known)
+        self._more: Callable[[], Mapping[str, Any]] | None = more
+        self._lock = threading.Lock()
+
+    def _complete(self) -> dict[str, Any]:
+        if self._more is not None:
+            with self._lock:
+                if self._more is not None:
+                    for k, v in self._more().items():
+                        self._known.setdefault(k, v)
+                    self._more = None
+        return self._known
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return self._known[key]
+        except KeyError:
+            return self._complete()[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._known or key in self._complete()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict(self._complete()))
+
+    def __len__(self) -> int:
+        return len(self._complete())
+
+    def __repr__(self) -> str:
+        return repr(self._complete())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return dict, (dict(self._complete()),)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
+        import copy
+
+        return copy.deepcopy(self._complete(), memo)
 
 
 def _dtype_order(name: str) -> int:

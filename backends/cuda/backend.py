@@ -52,6 +52,7 @@ DLPack
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
@@ -63,7 +64,7 @@ from devicelayer.device import Device, Program
 from devicelayer.dlpack import DLDeviceType
 from devicelayer.errors import BackendUnavailable, CompileError, DLPackError, InvalidArgument, LaunchError, OutOfMemory
 from devicelayer.events import DeferredEvent, Event
-from devicelayer.info import DeviceInfo
+from devicelayer.info import DeviceInfo, LazyExtras
 from devicelayer.memory import Buffer, MemoryPool
 from devicelayer.registry import Backend
 from devicelayer.signature import Signature, c_signature
@@ -924,7 +925,6 @@ def _info(index: int, count: int) -> DeviceInfo:
                        "conv": "cuDNN or im2col + cuBLAS, the faster per layer" if cuda_dnn.library() is not None
                        else "im2col + cuBLAS (ungrouped)"},
     }
-    extras.update(_nvml_extras(index, pci))
     driver = _version(runtime.driverGetVersion())
     total = int(p.get("totalGlobalMem", 0))
     return DeviceInfo(
@@ -936,7 +936,7 @@ def _info(index: int, count: int) -> DeviceInfo:
         max_work_item_sizes=tuple(int(d) for d in p.get("maxThreadsDim", (1024, 1024, 64))),
         subgroup_size=int(p.get("warpSize", 32)), local_memory=int(p.get("sharedMemPerBlock", 49152)),
         dtypes=frozenset(dtypes), unified_memory=integrated, view_alignment=16, peer_access=tuple(peers),
-        timestamps=True, extras=extras,
+        timestamps=True, extras=LazyExtras(extras, functools.partial(_nvml_extras, index, pci)),
         max_work_groups=tuple(int(g) for g in p.get("maxGridSize", (2**31 - 1, 65535, 65535))),
     )
 

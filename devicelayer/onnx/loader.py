@@ -9,6 +9,7 @@ Graph of one signature.  Converters (``converters/``) turn one ONNX node into li
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ import numpy as np
 
 import warnings
 
+from .. import diskcache
 from ..errors import GraphError, InvalidArgument, UnsupportedOp
 from ..graph.ir import Graph, Value
 from .validate import check_model
@@ -82,6 +84,10 @@ def read_model(source: Any) -> Any:
         raise InvalidArgument(f"load: expected a path, bytes or an onnx.ModelProto, got {type(source).__name__}")
     if not model.graph.node and not model.graph.output:
         raise GraphError("the ONNX model fails the checker: it has an empty graph")
+    # a file read whole (no external data) that passed both checks before, as it is now, is not checked again
+    stamp = _passed_stamp(Path(source)) if isinstance(source, (str, os.PathLike)) and serialized else None
+    if stamp is not None and stamp.exists():
+        return model
     try:
         # full_check=False: the checker's structural checks; shapes are inferred per signature when compiled.
         # Given the bytes it was read from, the checker parses them itself instead of having the model serialized
@@ -94,8 +100,28 @@ def read_model(source: Any) -> Any:
         check_model(model)  # what the checker found must not be malformed data
         warnings.warn(f"the ONNX model breaks the ONNX spec ({first}); loading it anyway, as onnxruntime does",
                       stacklevel=3)
+        return model
     check_model(model)
+    if stamp is not None:
+        diskcache.write(stamp, b"")
     return model
+
+
+def _passed_stamp(path: Path) -> Path | None:
+    """Where the disk cache records that the file at ``path``, as it is now (its size, modification and change
+    times, inode and device), passed the installed onnx's checker and devicelayer's validation (as its source
+    is now): a second process loading the same model does not check it again.  None when the file cannot be
+    stat'ed."""
+    from . import validate
+
+    onnx = _onnx()
+    try:
+        st, own = path.stat(), Path(validate.__file__).stat()
+        key = (f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ctime_ns}|{st.st_ino}|{st.st_dev}|"
+               f"onnx {onnx.__version__}|validate {own.st_size} {own.st_mtime_ns}")
+    except OSError:
+        return None
+    return diskcache.cache_dir() / "onnx-checked" / hashlib.sha256(key.encode()).hexdigest()
 
 
 def _load_external_data(model: Any, folder: Path) -> bool:
@@ -121,6 +147,8 @@ def _load_external_data(model: Any, folder: Path) -> bool:
         except Exception as exc:  # noqa: BLE001 - onnx raises several kinds for a bad location or a short file
             raise GraphError(f"{what}: its external data in {location!r} cannot be read: {type(exc).__name__}: "
                              f"{exc}") from None
+        t.data_location = TensorProto.DEFAULT  # its bytes are in the model now: read once, not again per use
+        del t.external_data[:]
     return found
 
 

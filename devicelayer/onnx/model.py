@@ -10,6 +10,8 @@ the one Graph of a signature that needs no cut.
 
 from __future__ import annotations
 
+import math
+import sys
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -63,14 +65,37 @@ def _initializers(graph: Any) -> dict[str, np.ndarray]:
     onnx = _onnx()
     out = {}
     for init in graph.initializer:
-        np_dtype(init.data_type)  # refuses strings and what has no NumPy dtype
+        dt = np_dtype(init.data_type)  # refuses strings and what has no NumPy dtype
         try:
-            out[init.name] = np.array(onnx.numpy_helper.to_array(init))
+            raw = _raw_array(init, dt)
+            out[init.name] = raw if raw is not None else np.array(onnx.numpy_helper.to_array(init))
         except Exception as exc:  # noqa: BLE001 - onnx raises several kinds for a malformed tensor
             raise GraphError(f"initializer {init.name!r} cannot be read: {type(exc).__name__}: {exc}") from None
     for sp in graph.sparse_initializer:
         raise UnsupportedOp(f"sparse initializer {sp.values.name!r} is not supported")
     return out
+
+
+def _raw_array(init: Any, dt: np.dtype) -> np.ndarray | None:
+    """A tensor kept as little-endian bytes of a plain NumPy type, as a read-only array over those bytes (read
+    once: a 100 MB model's weights are not copied twice); None for any other storage."""
+    if (sys.byteorder != "little" or dt.kind not in "biufc" or dt.type.__module__ != "numpy"
+            or not init.HasField("raw_data") or init.data_location != 0):
+        return None
+    raw = init.raw_data
+    dims = tuple(int(d) for d in init.dims)
+    if len(raw) != dt.itemsize * math.prod(dims):
+        raise GraphError(f"initializer {init.name!r} cannot be read: {len(raw)} bytes of raw data for shape "
+                         f"{dims} of {dt}")
+    return np.frombuffer(raw, dt).reshape(dims)
+
+
+def _types_key(values: Mapping[str, Any]) -> Any:
+    """What a walk's first segment depends on in its inputs: each name's shape and dtype (None where an input
+    is no plain array)."""
+    if not all(isinstance(x, np.ndarray) for x in values.values()):
+        return None
+    return tuple(sorted((name, x.shape, x.dtype.str) for name, x in values.items()))
 
 
 def _example(spec: InputSpec) -> Any:
@@ -121,6 +146,8 @@ class OnnxModel:
         if not self.output_names:
             raise GraphError("the ONNX graph has no outputs")
         self.program = Program(model.graph.node, self.output_names)
+        #: the trial walk's context and cut by the input types it walked, for the first segment of those types
+        self._walked: dict[Any, tuple[Context, Cut | None]] = {}
         self._trial()
 
     @classmethod
@@ -137,6 +164,7 @@ class OnnxModel:
         self.inputs = list(inputs)
         self.output_names = [o.name for o in graph.output]
         self.program = Program(graph.node, self.output_names, prefix=f"{name}/")
+        self._walked = {}
         return self
 
     # -- specialising -------------------------------------------------------------------------------
@@ -148,6 +176,11 @@ class OnnxModel:
         """The segment builder of the stage that starts at node ``start`` with ``names`` flowing in and the host
         constants ``carried`` from before."""
         def build(values: Mapping[str, Any], pinned: Mapping[str, np.ndarray]) -> SegmentSpec:
+            key = _types_key(values) if start == 0 and not carried and not pinned and self._walked else None
+            if key is not None:
+                walked = self._walked.pop(key, None)  # the load's trial walk, taken once
+                if walked is not None:
+                    return self._segment(*walked, set(names))
             g = Graph(self.name)
             ctx = self.context(g)
             ctx.env.update(carried)
@@ -245,6 +278,9 @@ class OnnxModel:
             return
         if cut is not None:
             self._check_op_types(cut.index + 1)
+        key = _types_key(values)
+        if key is not None:
+            self._walked[key] = (ctx, cut)
 
     def _check_op_types(self, start: int) -> None:
         """UnsupportedOp for a node from ``start`` on whose op type has no converter and whose inputs are not all
