@@ -186,3 +186,32 @@ def test_a_product_a_vendor_library_takes_keeps_its_chain_as_a_fused_kernel(rng,
         assert plan.kernel_counts() == {"before": 3, "after": 2}
     finally:
         plan.release()
+
+
+def test_epilogue_verdicts_are_kept_per_call_and_tell_calls_apart(device):
+    """``epilogue.unsupported`` keeps its verdict per product, extras, steps and device: asked again it gives
+    the same answer, and calls that differ only in a step's attribute, an extra's type or the op's buffer count
+    get their own."""
+    from devicelayer.kernels.ops import epilogue
+
+    f32 = np.dtype(np.float32)
+    product = TensorType((4, 5), f32)
+    relu = {"epilogue": (("relu", {}, (0,)),)}
+    clip = {"epilogue": (("clip", {"min": np.float32(0), "max": np.float32(6)}, (0,)),)}
+    added = {"epilogue": (("add", {}, (0, 1)),)}
+    epilogue._verdicts.clear()
+    first = epilogue.unsupported(product, [], relu, device.info, 3, 64)
+    assert epilogue.unsupported(product, [], relu, device.info, 3, 64) == first and len(epilogue._verdicts) == 1
+    epilogue.unsupported(product, [], clip, device.info, 3, 64)
+    epilogue.unsupported(product, [], {"epilogue": (("clip", {"min": np.float32(1), "max": np.float32(6)}, (0,)),)},
+                         device.info, 3, 64)
+    assert len(epilogue._verdicts) == 3
+    fits = epilogue.unsupported(product, [TensorType((4, 5), f32)], added, device.info, 3, 64)
+    full = epilogue.unsupported(product, [TensorType((4, 5), f32)], added, device.info, epilogue.MAX_BUFFERS, 64)
+    assert fits is None
+    if device.info.kernel_language != "python":
+        assert full is not None and "buffers" in full
+    assert epilogue._frozen(1) != epilogue._frozen(1.0) != epilogue._frozen(True)
+    assert epilogue._frozen(np.array([1, 2], np.int32)) != epilogue._frozen(np.array([1, 2], np.int64))
+    with pytest.raises(TypeError):
+        epilogue._frozen(object())

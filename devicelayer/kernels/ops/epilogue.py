@@ -123,12 +123,52 @@ def apply_reference(y: np.ndarray, extras: Sequence[np.ndarray], attrs: dict[str
     return get("fused_elementwise").reference([y, *extras], _chain(attrs))[0]
 
 
+#: verdicts of ``unsupported`` by call (placement, fusion and planning ask it of every conv or product several
+#: times a compile, and composing the epilogue's code is most of a call's cost); cleared when full
+_verdicts: dict[Any, str | None] = {}
+_VERDICTS_KEPT = 4096
+
+
+def _frozen(x: Any) -> Any:
+    """``x`` (step attributes: numbers, strings, arrays and containers of them) as a hashable value that tells
+    unequal values apart; TypeError for anything else."""
+    if isinstance(x, dict):
+        return ("dict", tuple(sorted((k, _frozen(v)) for k, v in x.items())))
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__, tuple(_frozen(v) for v in x))
+    if isinstance(x, np.ndarray):
+        return ("array", x.dtype.str, x.shape, x.tobytes())
+    if isinstance(x, np.generic):
+        return ("scalar", x.dtype.str, x.tobytes())
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return (type(x).__name__, x)
+    raise TypeError(f"no frozen form for {type(x).__name__}")
+
+
 def unsupported(product: TensorType, extras: Sequence[TensorType], attrs: dict[str, Any], info: DeviceInfo,
                 buffers: int, scalar_bytes: int) -> str | None:
     """Why the epilogue cannot run in the op's kernel on the device (None where it can); ``buffers`` and
     ``scalar_bytes`` count the op's own buffers and scalar arguments."""
     if not attrs.get("epilogue"):
         return None
+    try:
+        key = (product, tuple(extras), _frozen(attrs["epilogue"]), info.id, info.backend, info.name,
+               info.driver_version, buffers, scalar_bytes)
+    except TypeError:
+        return _unsupported(product, extras, attrs, info, buffers, scalar_bytes)
+    try:
+        return _verdicts[key]
+    except KeyError:
+        pass
+    why = _unsupported(product, extras, attrs, info, buffers, scalar_bytes)
+    if len(_verdicts) >= _VERDICTS_KEPT:
+        _verdicts.clear()
+    _verdicts[key] = why
+    return why
+
+
+def _unsupported(product: TensorType, extras: Sequence[TensorType], attrs: dict[str, Any], info: DeviceInfo,
+                 buffers: int, scalar_bytes: int) -> str | None:
     why = get("fused_elementwise").unsupported([product, *extras], _chain(attrs), info)
     if why is not None:
         return f"epilogue: {why}"
