@@ -171,13 +171,15 @@ def test_conv_transpose_is_the_adjoint_of_conv(device):
     assert abs(lhs - rhs) <= 1e-4 * max(1.0, abs(lhs))
 
 
+@pytest.mark.parametrize("runs", [False, True])
 @pytest.mark.parametrize("micro", [2, 4, 8])
-def test_every_tile_shape(device, monkeypatch, micro):
-    """The 32 x 32 tiles (GPUs with few tiles), the 64 x 64 ones and the 128 x 128 ones (CPU devices), forced on
-    every device."""
+def test_every_tile_shape(device, monkeypatch, micro, runs):
+    """The 32 x 32 tiles (GPUs with few tiles), the 64 x 64 ones and the 128 x 128 ones (CPU devices), in both
+    micro-tile layouts (``tile_runs``: strided and runs of 4), forced on every device."""
     import devicelayer.kernels.ops.matmul as mm
 
     monkeypatch.setattr(mm, "micro_tile", lambda *args: micro)
+    monkeypatch.setattr(mm, "tile_runs", lambda info: runs)
     rng = np.random.default_rng(micro)
     _check(device, "matmul", [_arr(rng, (2, 70, 45)), _arr(rng, (45, 37))], {})
     _check(device, "gemm", [_arr(rng, (45, 33)), _arr(rng, (70, 45)), _arr(rng, (70,))],
@@ -289,7 +291,8 @@ def _specs():
             for a_m in (False, True):
                 for bias in (False, True):
                     specs.append(gemm_spec(elem, tiled, a_m, not a_m, bias))
-        specs.append(gemm_spec(elem, True, False, True, True, micro=2))
+        for runs in (False, True):  # both micro-tile layouts (matmul.tile_runs)
+            specs += [gemm_spec(elem, True, False, True, True, micro=m, runs=runs) for m in (2, 4)]
         dtype = TYPES[elem]
         for name, x, w, g in [("conv", (1, 32, 9, 9), (32, 32, 3, 3), 1), ("conv", (1, 4, 9, 9), (4, 1, 3, 3), 4),
                               ("conv_transpose", (1, 32, 5, 5), (32, 32, 3, 3), 1),
@@ -300,6 +303,7 @@ def _specs():
             attrs, outs = op.prepare(types, {"strides": [2, 1], "pads": [1, 1, 0, 1], "group": g})
             specs += [s.spec for s in op.plan(types, outs, attrs, info).steps]
             specs += [s.spec for s in op.plan(types, outs, attrs, replace(info, device_type="cpu")).steps]
+            specs += [s.spec for s in op.plan(types, outs, attrs, replace(info, kernel_language="opencl-c")).steps]
     return specs
 
 

@@ -150,7 +150,7 @@ class _ConvBase(Op):
                                    epilogue=epilogue, epilogue_args=extra))
         tiled = tiled_fits(info) and Mg >= 16 and NB * P >= 16
         micro = _mm.micro_tile(info, Mg, NB * P, G, Cg * math.prod(w[2:]), elem) if tiled else 4
-        defines = tiled_defines(micro) + window + (("TRANSPOSED", int(self.transposed)),
+        defines = tiled_defines(micro, tiled and _mm.tile_runs(info)) + window + (("TRANSPOSED", int(self.transposed)),
                                                    ("HAS_BIAS", int(has_bias)), ("INTEGER", 0))
         spec = _conv_spec(self.name, tiled, micro, (elem, elem), has_bias, defines, epilogue)
         args = ([("in", 0), ("in", 1)] + ([("in", 2)] if has_bias else []) + extra + [("out", 0)] + sizes
@@ -216,7 +216,8 @@ def _conv_spec(kind: str, tiled: bool, micro: int, types: tuple[str, str], has_b
     params += [Param(n, "int", "scalar") for n in _SCALARS]
     params += list(epilogue.scalars) if epilogue else []
     geometry = "_".join(str(v).replace("-", "m") for k, v in defines if k[0] in "KSPD" and k[1:] in "DHW")
-    name = (f"{kind}_{f'tiled{micro}' if tiled else 'direct'}_{'_'.join(dict.fromkeys(types))}"
+    layout = "r" if dict(defines).get("RUNS") else ""
+    name = (f"{kind}_{f'tiled{micro}{layout}' if tiled else 'direct'}_{'_'.join(dict.fromkeys(types))}"
             f"{'_bias' if has_bias else ''}{f'_ep{epilogue.digest}' if epilogue else ''}_{geometry}")
     source = kernel_source("conv_tiled.dlk" if tiled else "conv_direct.dlk")
     if epilogue:
@@ -607,8 +608,8 @@ class ConvInteger(Conv):
         wzs = zero_point_stride(self, inputs[3], inputs[1].shape[0], "w_zero_point")
         tiled = tiled_fits(info) and Mg >= 16 and NB * P >= 16
         micro = _mm.micro_tile(info, Mg, NB * P, G, sizes[1] * math.prod(inputs[1].shape[2:]), "int") if tiled else 4
-        defines = tiled_defines(micro) + window + (("TRANSPOSED", 0), ("HAS_BIAS", int(has_bias)), ("INTEGER", 1),
-                                                   ("WZS", wzs))
+        defines = tiled_defines(micro, tiled and _mm.tile_runs(info)) + window + (
+            ("TRANSPOSED", 0), ("HAS_BIAS", int(has_bias)), ("INTEGER", 1), ("WZS", wzs))
         spec = _conv_spec(self.name, tiled, micro, (dialect_type(inputs[0].dtype), dialect_type(inputs[1].dtype)),
                           has_bias, defines)
         args = tuple([("in", i) for i in range(len(inputs))] + [("out", 0)] + sizes)
