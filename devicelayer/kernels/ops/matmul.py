@@ -71,7 +71,7 @@ def tile_runs(info: DeviceInfo) -> bool:
     """Whether the tiled kernels lay a work item's micro-tile out as runs of 4 adjacent rows and columns (read from
     shared memory as vectors) rather than 16 apart: on CPU devices and GLSL's compilers, which were faster with
     them (PoCL's 512^3 GEMM 13.1 -> 11.4 ms; the H100's Vulkan driver 4096^3 4.20 -> 3.91 ms, every ResNet-50
-    convolution 3-11% faster), not on other GPUs (NVIDIA's OpenCL was 5-30% slower)."""
+    convolution 3-10% faster), not on other GPUs (on NVIDIA's OpenCL most kernels were 5-30% slower)."""
     return info.device_type == "cpu" or info.kernel_language == "glsl"
 
 
