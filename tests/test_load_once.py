@@ -126,25 +126,25 @@ def test_a_file_that_passed_the_checker_is_not_checked_again_until_it_changes(ch
     assert len(checks) == 4
 
 
-def test_a_file_that_fails_the_checker_fails_every_time(checks, tmp_path):
-    model = _conv_model()
+def _dangling(model):
     model.graph.node[1].input[0] = "nowhere"
+
+
+def _short_weights(model):
+    w = next(t for t in model.graph.initializer if t.name == "w")
+    w.raw_data = w.raw_data[:-8]  # the onnx checker does not count the bytes; devicelayer does
+
+
+@pytest.mark.parametrize("spoil, says", [(_dangling, "checker|nowhere"),
+                                          (_short_weights, "initializer 'w': raw_data holds 424 bytes; FLOAT")],
+                         ids=["onnx checker", "devicelayer validation"])
+def test_a_file_refused_is_refused_every_time_and_nothing_is_kept(checks, tmp_path, spoil, says):
+    model = _conv_model()
+    spoil(model)
     path = tmp_path / "bad.onnx"
     path.write_bytes(model.SerializeToString())
     for k in range(2):
-        with pytest.raises(dl.GraphError, match="checker|nowhere"):
-            dlo.load(path)
-        assert len(checks) == k + 1
-
-
-def test_a_file_devicelayers_validation_refuses_is_refused_every_time(checks, tmp_path):
-    model = _conv_model()
-    w = next(t for t in model.graph.initializer if t.name == "w")
-    w.raw_data = w.raw_data[:-8]  # the onnx checker does not count the bytes; devicelayer does
-    path = tmp_path / "short.onnx"
-    path.write_bytes(model.SerializeToString())
-    for k in range(2):
-        with pytest.raises(dl.GraphError, match="initializer 'w': raw_data holds 424 bytes; FLOAT"):
+        with pytest.raises(dl.GraphError, match=says):
             dlo.load(path)
         assert len(checks) == k + 1
     stamps = tmp_path / "cache" / "onnx-checked"
