@@ -66,9 +66,12 @@ def _initializers(graph: Any) -> dict[str, np.ndarray]:
     out = {}
     for init in graph.initializer:
         dt = np_dtype(init.data_type)  # refuses strings and what has no NumPy dtype
+        raw = _raw_array(init, dt)
+        if raw is not None:
+            out[init.name] = raw
+            continue
         try:
-            raw = _raw_array(init, dt)
-            out[init.name] = raw if raw is not None else np.array(onnx.numpy_helper.to_array(init))
+            out[init.name] = np.array(onnx.numpy_helper.to_array(init))
         except Exception as exc:  # noqa: BLE001 - onnx raises several kinds for a malformed tensor
             raise GraphError(f"initializer {init.name!r} cannot be read: {type(exc).__name__}: {exc}") from None
     for sp in graph.sparse_initializer:
