@@ -29,6 +29,7 @@ from ..interrupts import protected
 from ..tensors import Tensor
 from .constants import ConstantStore
 from .ir import Graph
+from .lane import Lane, lane_inputs
 from .profile import Profiled
 
 
@@ -209,6 +210,8 @@ class DynamicPlan(Profiled):
         self.last_segments: list[Segment] = []
         self._busy = threading.Lock()
         self._host_wait: list[float] = [0.0, 0]
+        self._lane: Lane | None = None  # the path of more NumPy runs like the last (graph/lane.py)
+        self._lane_segments: list[Segment] = []
 
     @property
     def options(self) -> dict[str, Any]:
@@ -259,7 +262,15 @@ class DynamicPlan(Profiled):
         if not isinstance(inputs, Mapping):
             raise InvalidArgument(f"inputs must be a mapping of input name to array or Tensor, "
                                   f"got {type(inputs).__name__}")
-        return self._locked(dict(inputs), profile, to_numpy=True)
+        lane = self._lane
+        if lane is not None and not profile:
+            out = self._in_lane(lane, inputs)
+            if out is not None:
+                return out
+        inputs = dict(inputs)
+        out = self._locked(inputs, profile, to_numpy=True)
+        self._lane = None if profile else self._lane_after(inputs)
+        return out
 
     def run(self, inputs: Mapping[str, Any], profile: bool = False) -> dict[str, Any]:
         """Run with NumPy arrays or device Tensors; returns the outputs as Tensors (NumPy arrays where an output
@@ -278,6 +289,48 @@ class DynamicPlan(Profiled):
             return self._run(self._check_inputs(inputs), profile, to_numpy)
         finally:
             self._busy.release()
+
+    def _in_lane(self, lane: Lane, inputs: Mapping[str, Any]) -> dict[str, Any] | None:
+        """A run through ``lane``; None where the full path must run (see graph/lane.py)."""
+        refuse_forked(self.devices)  # (before the lock: a thread of the parent may have held it)
+        if not self._busy.acquire(blocking=False):
+            return None
+        try:
+            out = lane.run(inputs)
+            if out is not None:
+                self.stats["hits"] += 1
+                self.last_segments = self._lane_segments
+            return out
+        finally:
+            self._busy.release()
+
+    def _lane_after(self, inputs: Mapping[str, Any]) -> Lane | None:
+        """The lane for NumPy runs like the one that just ran on ``inputs``: one segment, ending the model,
+        built without reading an input's contents; None where the run was otherwise."""
+        segments = self.last_segments
+        if len(segments) != 1 or self.root.pinned:
+            return None
+        seg = segments[0]
+        spec = seg.spec
+        if seg.plan is None or spec.cut is not None or not hasattr(seg.plan, "lane_for"):
+            return None
+        if any(isinstance(g, list) for g in spec.outputs.values()) or any(i.kind != "tensor" for i in self.inputs):
+            return None
+        checks = lane_inputs(inputs)
+        if checks is None:
+            return None
+        picks = [(name, spec.outputs[name] if name in spec.outputs else None, name not in spec.outputs)
+                 for name in self.outputs]
+        constants = dict(spec.constants)
+
+        def outputs(produced: dict[str, Any]) -> dict[str, Any]:
+            return {name: _to_numpy(constants[name]) if constant else None if g is None else produced[g]
+                    for name, g, constant in picks}
+
+        if any(constant and name not in constants for name, _, constant in picks):
+            return None
+        self._lane_segments = [seg]
+        return seg.plan.lane_for(inputs, checks, outputs)
 
     def _run(self, values: dict[str, Any], profile: bool, to_numpy: bool) -> dict[str, Any]:
         fed = {id(x) for x in _leaves(values) if isinstance(x, Tensor)}
@@ -445,6 +498,7 @@ class DynamicPlan(Profiled):
 
     def release(self) -> None:
         """Free every cached specialisation and the shared constants."""
+        self._lane = None
         self.root.release()
         self.last_segments = []
 
