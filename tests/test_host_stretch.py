@@ -178,14 +178,16 @@ def _threads_of_runs(g, plan, native, shape, rng, tol):
     return seen
 
 
-def test_a_short_plan_copies_on_the_calling_thread_and_keeps_team_calls_on_the_worker(rng):
+def test_a_short_plan_copies_on_the_calling_thread_and_keeps_team_calls_on_the_worker(rng, monkeypatch):
     """A plan of one host stretch, measured short, copies its inputs in and outputs out on the caller's thread;
     the stretch runs there too unless a call wakes oneDNN's team (that stays on the worker, whose team is bound
-    one thread a CPU); the results stay right run after run."""
+    one thread a CPU, where the stretch is not tried alone); the results stay right run after run."""
     g = _conv_plan(rng)
     plan = g.compile(["host"])
     from devicelayer.backends.host import stretch as host_stretch
     from devicelayer.graph.replay import Segment
+
+    monkeypatch.setattr(host_stretch, "TRY_ALONE_SECONDS", 0.0)  # (the alone trial: the tests below)
 
     try:
         plan.run_numpy({"x": rng.standard_normal(_SHAPE).astype(np.float32)})  # measured on the worker
@@ -250,5 +252,111 @@ def test_calls_numpy_runs_for_a_vendor_op_leave_the_stretch_on_the_calling_threa
         assert isinstance(native, host_stretch.Stretch)
         assert not native.team and native.short, native.labels
         assert _threads_of_runs(g, plan, native, shape, rng, 1e-5) == [threading.current_thread().name] * 3
+    finally:
+        plan.release()
+
+
+# -- a short stretch that wakes the team, tried alone ------------------------------------------------------------------
+def _sleeper(seconds, log=None, name=""):
+    def call():
+        if log is not None:
+            log.append(name)
+        time.sleep(seconds)
+    return call
+
+
+def _team_item(team_s, alone_s, log, by_itself=True):
+    from devicelayer.backends.host.stretch import team_call
+
+    alone = _sleeper(alone_s, log, "alone")
+    made = (lambda: alone) if by_itself is True else by_itself
+    return ("team call", team_call(_sleeper(team_s, log, "team"), True, made), False, True)
+
+
+def _settle(stretch, round_trip):
+    """Runs and decisions until the stretch has settled on a form (at most 20 runs)."""
+    for _ in range(20):
+        if not stretch.deciding:
+            return
+        stretch.decide(lambda: round_trip)
+        stretch()
+    raise AssertionError("the stretch never settled")
+
+
+@pytest.mark.parametrize("team_s, alone_s, round_trip, kept", [
+    (0.0010, 0.00005, 0.0, "alone"),  # alone faster: kept
+    (0.0001, 0.0012, 0.0, "team"),  # alone slower, nothing to save: back to the team
+    (0.0003, 0.0006, 0.0015, "alone"),  # alone slower, but not by the round trip it saves
+])
+def test_a_short_team_stretch_is_tried_alone_and_keeps_the_faster_form(team_s, alone_s, round_trip, kept):
+    from devicelayer.backends.host.stretch import ALONE_RUNS, TEAM_RUNS, Stretch
+
+    log: list[str] = []
+    plain = ("plain call", _sleeper(0.0, log, "plain"), False, False)
+    stretch = Stretch([plain, _team_item(team_s, alone_s, log)])
+    assert stretch.team and stretch.deciding and not stretch.short
+    _settle(stretch, round_trip)
+    runs = TEAM_RUNS + ALONE_RUNS
+    assert log[1::2] == ["team"] * TEAM_RUNS + ["alone"] * ALONE_RUNS + log[2 * runs + 1::2]
+    assert log[::2] == ["plain"] * (len(log) // 2)
+    log.clear()
+    stretch()
+    assert log == ["plain", kept]
+    assert stretch.team == (kept == "team") and stretch.short == (kept == "alone") and not stretch.deciding
+
+
+def test_a_team_stretch_stays_on_the_team_where_it_cannot_run_alone_or_is_long():
+    from devicelayer.backends.host.stretch import TRY_ALONE_SECONDS, Stretch
+
+    def refuses():
+        raise RuntimeError("no layer alone")
+
+    for item in (_team_item(0.0001, 0.0, None, by_itself=None),  # no alone form
+                 _team_item(0.0001, 0.0, None, by_itself=lambda: None),  # none for this call
+                 _team_item(0.0001, 0.0, None, by_itself=refuses),  # building it failed
+                 _team_item(TRY_ALONE_SECONDS * 1.5, 0.0, None)):  # too long to gain from it
+        stretch = Stretch([item])
+        calls = stretch.calls
+        _settle(stretch, 1.0)
+        assert stretch.team and stretch.calls is calls and not stretch.short
+
+
+def test_the_host_measures_its_round_trip_once():
+    host = dl.device("host")
+    first = host.round_trip()
+    assert 0.0 < first < 1.0 and host.round_trip() == first
+
+
+@pytest.mark.parametrize("case", ["conv", "matmul"])
+def test_a_plan_whose_short_stretch_wakes_the_team_stays_right_through_the_trial(rng, case):
+    """A host plan whose layer is large enough to wake oneDNN's team (a convolution, a matrix product): every
+    run right against float64, before, during and after the stretch tried alone, which ends settled on a
+    form, on the calling thread where it kept the alone one."""
+    from devicelayer.backends.host import dnnl as host_dnnl
+    from devicelayer.graph.replay import Segment
+
+    if case == "conv":
+        g, shape = _conv_plan(rng), _SHAPE
+    else:
+        shape = (96, 160)
+        g = dl.Graph()
+        x = g.input("x", shape)
+        w = g.constant((rng.standard_normal((160, 192)) / 12).astype(np.float32))
+        g.output("y", g.relu(g.matmul(x, w)))
+    plan = g.compile(["host"])
+    try:
+        for k in range(12):
+            x = rng.standard_normal(shape).astype(np.float32)
+            np.testing.assert_allclose(plan.run_numpy({"x": x})["y"], _reference(g, x), rtol=1e-4, atol=1e-4)
+            if k == 0:
+                native = next(w for w in plan._prepared.replay.work if isinstance(w, Segment)).recording.native
+                assert native.team == (host_dnnl.library() is not None), native.labels  # (NumPy wakes no team)
+        if host_dnnl.library() is None:
+            assert native.short
+            return
+        assert not native.deciding, native.labels
+        if not native.team:
+            assert native.short
+            assert _threads_of_runs(g, plan, native, shape, rng, 1e-4) == [threading.current_thread().name] * 3
     finally:
         plan.release()

@@ -9,6 +9,7 @@ import os
 import platform
 import queue
 import threading
+import time
 from typing import Any, Callable
 
 import numpy as np
@@ -173,6 +174,10 @@ class HostVendor:
         raise NotImplementedError
 
 
+def _nothing() -> None:
+    pass
+
+
 class HostDevice(Device):
     """The CPU running NumPy; kernels are Python callables taking NumPy arrays."""
 
@@ -186,6 +191,7 @@ class HostDevice(Device):
         self._exec = threading.Lock()  # held while a task runs, on the worker or inline
         self._worker = threading.Thread(target=self._work, name=f"devicelayer-{info.id}", daemon=True)
         self._worker.start()
+        self._round_trip: float | None = None  # ``round_trip()``, once measured
 
     def run(self, fn: Callable[[], Any], waits: list[Event], what: str, inline: bool = False) -> HostEvent:
         """Queue ``fn`` on the worker after ``waits``; its exception fails the event.
@@ -341,7 +347,25 @@ class HostDevice(Device):
         return Stretch(bound)
 
     def _replay_recording(self, native: Stretch, waits: list[Event]) -> Event:
+        if native.deciding and self._idle():  # (a form is changed between runs only)
+            native.decide(self.round_trip)
         return self.run(native, waits, f"replay of {len(native)} item(s)", inline=native.short)
+
+    def _idle(self) -> bool:
+        with self._order:
+            return self._tasks.empty() and (self._last is None or self._last._done)
+
+    def round_trip(self) -> float:
+        """Seconds from handing the worker a task to seeing it done, for a task that does nothing (the fastest
+        of five, measured once): what a short stretch saves by running on the submitting thread."""
+        if self._round_trip is None:
+            took = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                self.run(_nothing, [], "round trip").wait()
+                took.append(time.perf_counter() - t0)
+            self._round_trip = min(took)
+        return self._round_trip
 
     def _bind(self, program: Program, args: list[Any], global_size: tuple[int, ...],
               local_size: tuple[int, ...] | None) -> tuple[Callable[[], Any], bool]:

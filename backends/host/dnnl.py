@@ -290,6 +290,10 @@ class Layer:
         self.lock = threading.Lock()
         self.implementation = ""
 
+    def takes_weights_of(self, other: "Layer") -> bool:
+        """Whether weights ``other`` prepared (``prepare_weights``) are in the layout this layer reads."""
+        return False
+
     # -- construction ------------------------------------------------------------------------
     def _md(self, shape: Sequence[int], tag: int) -> ctypes.c_void_p:
         md = ctypes.c_void_p()
@@ -439,6 +443,7 @@ class ConvLayer(Layer):
         check(lib, lib.dnnl_memory_desc_clone(ctypes.byref(md_w_chosen), lib.dnnl_primitive_desc_query_md(
             pd, _QUERY_WEIGHTS_MD, 0)), "dnnl_memory_desc_clone")
         self._objects.append(("dnnl_memory_desc_destroy", md_w_chosen))
+        self.md_w_chosen = md_w_chosen
         self.weight_bytes = self._size(md_w_chosen)
         self.y_bytes = self._size(self.md_y)
         self.conv = self._primitive(pd)
@@ -462,6 +467,11 @@ class ConvLayer(Layer):
         if bias:
             args.append((ARG_BIAS, self.m_b))
         self.conv_args = self._args(args + self._scratchpad(pd))
+
+    def takes_weights_of(self, other: Layer) -> bool:
+        """Whether ``other`` is a convolution whose prepared weights have this one's layout."""
+        return (isinstance(other, ConvLayer) and other.weight_bytes == self.weight_bytes
+                and self._same(other.md_w_chosen, self.md_w_chosen))
 
     def prepare_weights(self, w: np.ndarray) -> np.ndarray:
         """W (float32, (M, C/group, k...)) in the layout the convolution reads, as a new array."""

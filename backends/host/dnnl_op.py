@@ -64,20 +64,21 @@ class OnednnOp(HostVendor):
         op's layer takes them otherwise."""
         return lambda: layer.run(*ptrs)
 
-    def route(self, ins: Any, outs: Any, attrs: dict, binding: Binding | None = None) -> Any:
-        """The oneDNN layer running this call, None where NumPy runs it (built once per geometry and layout)."""
+    def route(self, ins: Any, outs: Any, attrs: dict, binding: Binding | None = None, alone: bool = False) -> Any:
+        """The oneDNN layer running this call, None where NumPy runs it (built once per geometry and layout);
+        ``alone``: built to run on the calling thread alone whatever its size."""
         key = self._key(ins, outs, attrs)
         if key is None:
             return None
         binding = self._binding if binding is None else binding
         layout = (binding.in_last, binding.out_last) if self.layer_per_layout else ()
-        full = (self.name, key, layout)
+        full = (self.name, key, layout) + (("alone",) if alone else ())
         layers = self.dev.onednn_layers
         found = layers.get(full)
         if found is None:
             if len(layers) >= _LAYERS_KEPT:  # layers bound into plans stay alive through their calls
                 layers.clear()
-            alone = self.small(ins, outs, attrs)
+            alone = alone or self.small(ins, outs, attrs)
             build = lambda: self._build(key, ins, outs, attrs, binding)  # noqa: E731
             try:
                 layer = host_omp.alone(self.lib, build)() if alone else build()
@@ -122,12 +123,21 @@ class OnednnOp(HostVendor):
             if private:  # NumPy reads NCHW only; a plan binds a layout only where the layer is built
                 raise host_dnnl.DnnlError(f"{self.label}: no oneDNN layer for {self._binding}")
             return self._apart(ins, outs, attrs, views)
-        call = self._call(layer, [a for a, _ in spans], binding)
+        ptrs = [a for a, _ in spans]
+        call = self._call(layer, ptrs, binding)
         alone = self.small(ins, outs, attrs)
         if alone:
             call = host_omp.alone(self.lib, call)
-        # the closure holds the arrays, not only their addresses: a freed buffer's memory lives until the call ran
-        return team_call(lambda keep=(binding.weights, views): call(), not alone)
+        keep = (binding.weights, views)  # a freed buffer's memory lives until the call ran
+
+        def by_itself() -> Callable[[], None] | None:
+            single = self.route(ins, outs, attrs, alone=True)
+            if single is None or (binding.weights is not None and not single.takes_weights_of(layer)):
+                return None
+            run = host_omp.alone(self.lib, self._call(single, ptrs, binding))
+            return lambda keep=keep: run()
+
+        return team_call(lambda keep=keep: call(), not alone, None if alone else by_itself)
 
     def _apart(self, ins: Any, outs: Any, attrs: dict, views: list[np.ndarray]) -> Callable[[], None]:
         from devicelayer.kernels.op import get

@@ -55,9 +55,16 @@ class OnednnGemm(HostVendor):
         views = [pool._bytes(buf) for buf in (*in_bufs, *out_bufs)]
         call = self._call(ins, attrs, views)
         small = 2 * outs[0].size * self._depth(ins, attrs) < SMALL_FLOPS
+        team = call
         if small:
             call = host_omp.alone(host_dnnl.library(), call)
-        return team_call(lambda keep=views: call(), not small)  # the closure holds the arrays until the call ran
+
+        def by_itself() -> Callable[[], None]:  # (sgemm sizes its threads by the caller's team at each call)
+            single = host_omp.alone(host_dnnl.library(), team)
+            return lambda keep=views: single()
+
+        # the closure holds the arrays until the call ran
+        return team_call(lambda keep=views: call(), not small, None if small else by_itself)
 
     def _depth(self, ins: Any, attrs: dict) -> int:
         """The length of each dot product (K)."""

@@ -8,6 +8,17 @@ floating-point errors (the op library's) run under one ``np.errstate`` for the
 whole stretch instead of one per call.  A stretch remembers how long it last
 ran: a short one may run on the thread that submits it (``HostDevice.run``)
 where no call wakes oneDNN's OpenMP team.
+
+A short stretch that does wake the team (a model of a few small layers, one of
+them over the size that calls for the team) pays two thread switches a run to
+reach the worker, and the team's wake-up: on the 2-core VM more than its
+layers' work.  Where every team call can also be built to run alone
+(``team_call``'s ``by_itself``), such a stretch tries that: after
+``TEAM_RUNS`` runs on the team taking less than ``TRY_ALONE_SECONDS``, it runs
+``ALONE_RUNS`` times alone, and keeps the alone form (which then runs on the
+submitting thread) where its fastest run beats the team's fastest plus the
+device's measured round trip to the worker; else it goes back to the team for
+good.
 """
 
 from __future__ import annotations
@@ -21,17 +32,24 @@ from devicelayer.errors import LaunchError
 
 #: a stretch that last ran in less than this may run on the submitting thread (when the device is idle)
 INLINE_SECONDS = 0.005
+#: a stretch waking the team whose fastest of ``TEAM_RUNS`` runs took less than this is tried alone
+TRY_ALONE_SECONDS = 0.002
+TEAM_RUNS = 3
+ALONE_RUNS = 3
 
 
-def team_call(fn: Callable[[], object], team: bool) -> Callable[[], object]:
+def team_call(fn: Callable[[], object], team: bool,
+              by_itself: Callable[[], Callable[[], object] | None] | None = None) -> Callable[[], object]:
     """``fn`` marked as a call that does (``team``) or does not wake oneDNN's OpenMP team (wrapped where it
-    takes no attributes: a bound method, a builtin)."""
+    takes no attributes: a bound method, a builtin); ``by_itself``, for a team call: makes the same call run on
+    the calling thread alone (None where it cannot)."""
     try:
         fn.uses_team = team  # type: ignore[attr-defined]
     except AttributeError:
         inner = fn
         fn = lambda: inner()  # noqa: E731
         fn.uses_team = team  # type: ignore[attr-defined]
+    fn.by_itself = by_itself  # type: ignore[attr-defined]
     return fn
 
 
@@ -52,19 +70,60 @@ class Stretch:
     """Bound calls run in order (``__call__``); ``seconds`` is the shortest run's duration (None before the
     first)."""
 
-    __slots__ = ("labels", "calls", "quiet", "team", "seconds")
+    __slots__ = ("labels", "calls", "quiet", "team", "seconds", "runs", "_items", "_team_form")
 
     def __init__(self, items: list[tuple[str, Callable[[], object], bool, bool]]) -> None:
         """``items``: (label, call, whether it ignores floating-point errors, whether it wakes an OpenMP team)."""
-        quiet = all(q for _, _, q, _ in items)
+        self.quiet = all(q for _, _, q, _ in items)
         self.labels = [label for label, _, _, _ in items]
-        # in a stretch that is not quiet throughout, each quiet call sets the error state for itself
-        self.calls = [fn if quiet or not q else quietly(fn) for _, fn, q, _ in items]
-        self.quiet = quiet
+        self.calls = self._calls(items)
         #: a call wakes oneDNN's team: the stretch stays on the worker, whose team it is (a second team, of
         #: another thread, would spin on the same cores)
         self.team = any(t for _, _, _, t in items)
         self.seconds: float | None = None
+        self.runs = 0  # runs since the form last changed
+        #: the items while the alone form may still be tried (None once decided); the team form during the trial
+        self._items: list[tuple[str, Callable[[], object], bool, bool]] | None = items if self.team else None
+        self._team_form: tuple[list[Callable[[], object]], float] | None = None
+
+    def _calls(self, items: list[tuple[str, Callable[[], object], bool, bool]]) -> list[Callable[[], object]]:
+        # in a stretch that is not quiet throughout, each quiet call sets the error state for itself
+        return [fn if self.quiet or not q else quietly(fn) for _, fn, q, _ in items]
+
+    @property
+    def deciding(self) -> bool:
+        """Whether the stretch may still change form (``decide``)."""
+        return self._items is not None
+
+    def decide(self, round_trip: Callable[[], float]) -> None:
+        """Between runs (none in flight): try the alone form of a short team stretch, or settle on the faster
+        form (see the module's docstring); ``round_trip()``: the device's seconds to reach its worker and back."""
+        items = self._items
+        if items is None or self.runs < (TEAM_RUNS if self._team_form is None else ALONE_RUNS):
+            return
+        if self._team_form is None:  # the team form has run: try alone, where it is short and can be
+            if self.seconds is None or self.seconds >= TRY_ALONE_SECONDS:
+                self._items = None
+                return
+            alone = []
+            for label, fn, quiet, team in items:
+                made = getattr(fn, "by_itself", None) if team else fn
+                if team and made is not None:
+                    try:
+                        made = made()
+                    except Exception:  # (a layer oneDNN will not build alone: the team form stays)
+                        made = None
+                if made is None:
+                    self._items = None
+                    return
+                alone.append((label, made, quiet, False))
+            self._team_form = (self.calls, self.seconds)
+            self.calls, self.team, self.seconds, self.runs = self._calls(alone), False, None, 0
+            return
+        team_calls, team_seconds = self._team_form
+        self._items = self._team_form = None
+        if self.seconds is None or self.seconds > team_seconds + round_trip():
+            self.calls, self.team, self.seconds, self.runs = team_calls, True, team_seconds, 0
 
     def __len__(self) -> int:
         return len(self.calls)
@@ -85,6 +144,7 @@ class Stretch:
         else:
             self._run()
         took = time.perf_counter() - t0
+        self.runs += 1
         if self.seconds is None or took < self.seconds:
             self.seconds = took
 
