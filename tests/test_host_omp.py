@@ -151,3 +151,47 @@ def test_loading_sets_the_binding_only_while_it_lasts(monkeypatch):
     with host_omp.loading():
         assert os.environ["OMP_PROC_BIND"] == "spread"
     assert os.environ["OMP_PROC_BIND"] == "spread"
+
+
+@needs_onednn
+def test_a_stretch_of_alone_calls_sets_the_team_size_once_and_gives_it_back():
+    """A stretch waking no team runs each ``alone`` call as it is, inside one section of team size one; the
+    calling thread's size is back afterwards, after a failing call too; a stretch with a team call keeps the
+    per-call wrappers and no section."""
+    from devicelayer.backends.host.stretch import Stretch, team_call
+    from devicelayer.errors import LaunchError
+
+    lib = host_dnnl.library()
+    omp = host_omp._openmp(lib)
+    size = omp["omp_get_max_threads"]()
+    seen: list[int] = []
+
+    def probe() -> None:
+        seen.append(omp["omp_get_max_threads"]())
+
+    def fails() -> None:
+        raise RuntimeError("bad call")
+
+    wrapped = host_omp.alone(lib, probe)
+    stretch = Stretch([("a", team_call(wrapped, False), True, False), ("b", team_call(wrapped, False), True, False)],
+                      host_omp.section(lib))
+    assert stretch.calls == [probe, probe]  # the wrappers are not called
+    stretch()
+    assert seen == [1, 1] and omp["omp_get_max_threads"]() == size
+    failing = Stretch([("a", wrapped, True, False), ("b", host_omp.alone(lib, fails), True, False)],
+                      host_omp.section(lib))
+    with pytest.raises(LaunchError, match="bad call"):
+        failing()
+    assert seen[-1] == 1 and omp["omp_get_max_threads"]() == size
+    mixed = Stretch([("a", wrapped, True, False), ("t", team_call(lambda: None, True), True, True)],
+                    host_omp.section(lib))
+    assert mixed.calls[0] is wrapped
+    seen.clear()
+    mixed()
+    assert seen == [1] and omp["omp_get_max_threads"]() == size
+
+
+@needs_onednn
+def test_a_synchronous_runtime_needs_no_stream_wait():
+    """oneDNN on OpenMP finishes a primitive within its execute call: the layers skip the stream wait."""
+    assert host_dnnl.engine().synchronous

@@ -344,7 +344,7 @@ class HostDevice(Device):
                 bound.append((item.label, call, True, uses_team(call, True)))
             else:
                 raise LaunchError(f"{self.id}: {item.label} has no host form")
-        return Stretch(bound)
+        return Stretch(bound, host_omp.section(host_dnnl.library()))
 
     def _replay_recording(self, native: Stretch, waits: list[Event]) -> Event:
         if native.deciding and self._idle():  # (a form is changed between runs only)

@@ -214,11 +214,18 @@ def sgemm(trans_a: bool, trans_b: bool, m: int, n: int, k: int, alpha: float, a:
                               beta, c, ldc), "dnnl_sgemm")
 
 
+#: oneDNN's CPU runtimes whose primitives have finished when ``dnnl_primitive_execute`` returns (sequential,
+#: OpenMP, TBB: the calling thread joins the work); a threadpool runtime's may still run until the stream is waited
+_SYNCHRONOUS_RUNTIMES = (1, 2, 4)
+
+
 class _Engine:
     """The process's CPU engine and its stream (oneDNN's CPU streams run in the calling thread)."""
 
     def __init__(self, lib: ctypes.CDLL) -> None:
         self.lib = lib
+        #: a primitive's work is done when its execute call returns (no stream wait needed)
+        self.synchronous = lib.dnnl_version().contents.cpu_runtime in _SYNCHRONOUS_RUNTIMES
         self.engine, self.stream = ctypes.c_void_p(), ctypes.c_void_p()
         check(lib, lib.dnnl_engine_create(ctypes.byref(self.engine), _CPU_ENGINE, 0), "dnnl_engine_create")
         check(lib, lib.dnnl_stream_create(ctypes.byref(self.stream), self.engine, _STREAM_DEFAULT),
@@ -380,7 +387,8 @@ class Layer:
         check(self.lib, self.lib.dnnl_primitive_execute(prim, self.eng.stream, args[0], args[1]), what)
 
     def _wait(self) -> None:
-        check(self.lib, self.lib.dnnl_stream_wait(self.eng.stream), "dnnl_stream_wait")
+        if not self.eng.synchronous:
+            check(self.lib, self.lib.dnnl_stream_wait(self.eng.stream), "dnnl_stream_wait")
 
     def _scratch(self, which: str, nbytes: int) -> int:
         """The address of this layer's scratch array ``which`` (an attribute, made on first use)."""

@@ -124,20 +124,21 @@ class OnednnOp(HostVendor):
                 raise host_dnnl.DnnlError(f"{self.label}: no oneDNN layer for {self._binding}")
             return self._apart(ins, outs, attrs, views)
         ptrs = [a for a, _ in spans]
-        call = self._call(layer, ptrs, binding)
+        run = self._call(layer, ptrs, binding)
+        keep = (binding.weights, views)  # a freed buffer's memory lives until the call ran
+        call = lambda keep=keep: run()  # noqa: E731
         alone = self.small(ins, outs, attrs)
         if alone:
-            call = host_omp.alone(self.lib, call)
-        keep = (binding.weights, views)  # a freed buffer's memory lives until the call ran
+            return team_call(host_omp.alone(self.lib, call), False)
 
         def by_itself() -> Callable[[], None] | None:
             single = self.route(ins, outs, attrs, alone=True)
             if single is None or (binding.weights is not None and not single.takes_weights_of(layer)):
                 return None
-            run = host_omp.alone(self.lib, self._call(single, ptrs, binding))
-            return lambda keep=keep: run()
+            run_single = self._call(single, ptrs, binding)
+            return host_omp.alone(self.lib, lambda keep=keep: run_single())
 
-        return team_call(lambda keep=keep: call(), not alone, None if alone else by_itself)
+        return team_call(call, True, by_itself)
 
     def _apart(self, ins: Any, outs: Any, attrs: dict, views: list[np.ndarray]) -> Callable[[], None]:
         from devicelayer.kernels.op import get

@@ -55,16 +55,11 @@ class OnednnGemm(HostVendor):
         views = [pool._bytes(buf) for buf in (*in_bufs, *out_bufs)]
         call = self._call(ins, attrs, views)
         small = 2 * outs[0].size * self._depth(ins, attrs) < SMALL_FLOPS
-        team = call
+        run = lambda keep=views: call()  # noqa: E731  (the closure holds the arrays until the call ran)
         if small:
-            call = host_omp.alone(host_dnnl.library(), call)
-
-        def by_itself() -> Callable[[], None]:  # (sgemm sizes its threads by the caller's team at each call)
-            single = host_omp.alone(host_dnnl.library(), team)
-            return lambda keep=views: single()
-
-        # the closure holds the arrays until the call ran
-        return team_call(lambda keep=views: call(), not small, None if small else by_itself)
+            return team_call(host_omp.alone(host_dnnl.library(), run), False)
+        # (sgemm sizes its threads by the caller's team at each call: the same call runs alone)
+        return team_call(run, True, lambda: host_omp.alone(host_dnnl.library(), run))
 
     def _depth(self, ins: Any, attrs: dict) -> int:
         """The length of each dot product (K)."""

@@ -113,7 +113,24 @@ def alone(lib: ctypes.CDLL | None, fn: Callable[[], Any]) -> Callable[[], Any]:
             return fn()
         finally:
             put(size)
+    call.alone_of = fn  # type: ignore[attr-defined]  # (a run of such calls sets the size once: ``section``)
     return call
+
+
+def section(lib: ctypes.CDLL | None) -> tuple[Callable[[], int], Callable[[int], None]] | None:
+    """(enter, leave) around a run of ``alone`` calls, made as their ``alone_of`` in one go: ``enter()`` sets the
+    calling thread's team size to one and returns its size, ``leave(size)`` sets it back; None without oneDNN on
+    OpenMP."""
+    omp = None if lib is None else _openmp(lib)
+    if omp is None:
+        return None
+    get, put = omp["omp_get_max_threads"], omp["omp_set_num_threads"]
+
+    def enter() -> int:
+        size = get()
+        put(1)
+        return size
+    return enter, put
 
 
 def describe(lib: ctypes.CDLL | None) -> str | None:

@@ -5,7 +5,10 @@ host that recording becomes one ``Stretch``: every launch bound to its NumPy
 views, every vendor call to its addresses, when the recording is finished, so a
 replay is a loop of plain calls.  Calls of kernels that ignore NumPy's
 floating-point errors (the op library's) run under one ``np.errstate`` for the
-whole stretch instead of one per call.  A stretch remembers how long it last
+whole stretch instead of one per call; in a stretch that wakes no team, the
+calls made to run alone (``omp.alone``) run as they are inside one section of
+team size one (``omp.section``) instead of each setting and restoring the size.
+A stretch remembers how long it last
 ran: a short one may run on the thread that submits it (``HostDevice.run``)
 where no call wakes oneDNN's OpenMP team.
 
@@ -70,12 +73,18 @@ class Stretch:
     """Bound calls run in order (``__call__``); ``seconds`` is the shortest run's duration (None before the
     first)."""
 
-    __slots__ = ("labels", "calls", "quiet", "team", "seconds", "runs", "_items", "_team_form")
+    __slots__ = ("labels", "calls", "quiet", "team", "seconds", "runs", "_items", "_team_form", "_section",
+                 "_alone")
 
-    def __init__(self, items: list[tuple[str, Callable[[], object], bool, bool]]) -> None:
-        """``items``: (label, call, whether it ignores floating-point errors, whether it wakes an OpenMP team)."""
+    def __init__(self, items: list[tuple[str, Callable[[], object], bool, bool]],
+                 section: tuple[Callable[[], int], Callable[[int], None]] | None = None) -> None:
+        """``items``: (label, call, whether it ignores floating-point errors, whether it wakes an OpenMP team);
+        ``section``: ``omp.section``, with which a stretch waking no team runs its calls made to run alone
+        (``omp.alone``) as they are, the team size set to one once for the whole run."""
         self.quiet = all(q for _, _, q, _ in items)
         self.labels = [label for label, _, _, _ in items]
+        self._section = section
+        self._alone = False  # whether the run is one section of alone calls
         self.calls = self._calls(items)
         #: a call wakes oneDNN's team: the stretch stays on the worker, whose team it is (a second team, of
         #: another thread, would spin on the same cores)
@@ -84,11 +93,13 @@ class Stretch:
         self.runs = 0  # runs since the form last changed
         #: the items while the alone form may still be tried (None once decided); the team form during the trial
         self._items: list[tuple[str, Callable[[], object], bool, bool]] | None = items if self.team else None
-        self._team_form: tuple[list[Callable[[], object]], float] | None = None
+        self._team_form: tuple[list[Callable[[], object]], float] | None = None  # (calls, seconds)
 
     def _calls(self, items: list[tuple[str, Callable[[], object], bool, bool]]) -> list[Callable[[], object]]:
+        self._alone = self._section is not None and not any(team for _, _, _, team in items)
+        fns = [getattr(fn, "alone_of", fn) if self._alone else fn for _, fn, _, _ in items]
         # in a stretch that is not quiet throughout, each quiet call sets the error state for itself
-        return [fn if self.quiet or not q else quietly(fn) for _, fn, q, _ in items]
+        return [fn if self.quiet or not q else quietly(fn) for fn, (_, _, q, _) in zip(fns, items)]
 
     @property
     def deciding(self) -> bool:
@@ -124,6 +135,7 @@ class Stretch:
         self._items = self._team_form = None
         if self.seconds is None or self.seconds > team_seconds + round_trip():
             self.calls, self.team, self.seconds, self.runs = team_calls, True, team_seconds, 0
+            self._alone = False
 
     def __len__(self) -> int:
         return len(self.calls)
@@ -150,8 +162,13 @@ class Stretch:
 
     def _run(self) -> None:
         i = 0
+        calls, section = self.calls, self._section if self._alone else None
+        size = section[0]() if section is not None else 0
         try:
-            for i, fn in enumerate(self.calls):
+            for i, fn in enumerate(calls):
                 fn()
         except BaseException as exc:
             raise LaunchError(f"{self.labels[i]}: {type(exc).__name__}: {exc}") from exc
+        finally:
+            if section is not None:
+                section[1](size)
