@@ -360,3 +360,25 @@ def test_a_plan_whose_short_stretch_wakes_the_team_stays_right_through_the_trial
             assert _threads_of_runs(g, plan, native, shape, rng, 1e-4) == [threading.current_thread().name] * 3
     finally:
         plan.release()
+
+
+def test_a_product_of_few_rows_by_a_large_matrix_wakes_the_team(rng):
+    """A classifier's last layer (one row times a 4 MB matrix) is small work but bound by memory: it runs on
+    oneDNN's team, which reads the matrix with every core; a product by a small matrix stays alone."""
+    from devicelayer.backends.host import dnnl as host_dnnl
+    from devicelayer.graph.replay import Segment
+
+    for k, n, team in ((1024, 1000, True), (128, 64, False)):
+        g = dl.Graph()
+        x = g.input("x", (1, k))
+        w = (rng.standard_normal((k, n)) / 30).astype(np.float32)
+        g.output("y", g.gemm(x, g.constant(w)))
+        plan = g.compile(["host"])
+        try:
+            xs = rng.standard_normal((1, k)).astype(np.float32)
+            np.testing.assert_allclose(plan.run_numpy({"x": xs})["y"], xs.astype(np.float64) @ w, rtol=1e-4,
+                                       atol=1e-4)
+            native = next(s for s in plan._prepared.replay.work if isinstance(s, Segment)).recording.native
+            assert native.team == (team and host_dnnl.library() is not None), native.labels
+        finally:
+            plan.release()

@@ -142,6 +142,14 @@ CASES = [
     Case("ReduceSum_noop_empty_op13", node("ReduceSum", ["x"], noop_with_empty_axes=1), {"x": X3}, opset=13),
     Case("ReduceMean_attr_op13", node("ReduceMean", ["x"], axes=[-1], keepdims=0), {"x": X3}, opset=13),
     Case("ReduceMean_input_op18", node("ReduceMean", ["x", "ax"]), {"x": X3}, inits={"ax": i64(1)}, opset=18),
+    Case("ReduceMean_spatial_op13", node("ReduceMean", ["x"], axes=[3, -2]), {"x": X4}, opset=13),
+    Case("ReduceMean_spatial_flat_op18", node("ReduceMean", ["x", "ax"], keepdims=0), {"x": X4},
+         inits={"ax": i64(2, 3)}, opset=18),
+    Case("ReduceMean_spatial_rank3_op13", node("ReduceMean", ["x"], axes=[2], keepdims=0), {"x": X3}, opset=13),
+    Case("ReduceMean_spatial_rank5_op13", node("ReduceMean", ["x"], axes=[2, 3, 4]), {"x": f32(2, 3, 2, 3, 4)},
+         opset=13),
+    Case("ReduceMean_spatial_float64_op13", node("ReduceMean", ["x"], axes=[2, 3], keepdims=0),
+         {"x": X4.astype(np.float64)}, opset=13),
     Case("ReduceMax_all_op13", node("ReduceMax", ["x"]), {"x": X3}, opset=13),
     Case("ReduceMin_input_op18", node("ReduceMin", ["x", "ax"], keepdims=0), {"x": X3}, inits={"ax": i64(2)},
          opset=18),
@@ -292,6 +300,27 @@ def test_folding_leaves_only_device_work():
     # (a concat copies x before the reshape: the workaround for the executor's views of graph inputs)
     assert sorted(n.op for n in g.nodes if n.op != "concat") == ["add", "mul", "mul", "reshape"]
     assert [v.name for v in g.inputs] == ["x"]
+
+
+@pytest.mark.parametrize("axes, keepdims, x, pooled", [
+    ([2, 3], 1, X4, True), ([-1, -2], 0, X4, True), ([2], 1, X3, True),
+    ([1, 2, 3], 1, X4, False), ([3], 1, X4, False), ([0, 2, 3], 0, X4, False),
+    ([2, 3], 1, np.arange(36, dtype=np.int64).reshape(1, 1, 6, 6), False),  # (integer means round toward zero)
+    ([2, 3], 1, X4.astype(np.float64), False),
+])
+def test_a_mean_over_the_spatial_dims_becomes_a_global_average_pool(axes, keepdims, x, pooled):
+    """ReduceMean over every dim after (N, C) of a float32 tensor is converted as a global average pool
+    (what the devices' pooling layers run in their own layouts), other means as means; both match onnxruntime."""
+    m = make_model([node("ReduceMean", ["x"], axes=axes, keepdims=keepdims)], {"x": x}, ["y"], opset=13)
+    ops = [n.op for n in dlo.load(m).graph().nodes]
+    assert ("global_average_pool" in ops) == pooled and ("mean" in ops) != pooled, ops
+    plan = dlo.load(m).compile(["host"])
+    try:
+        got, want = plan(x=x)["y"], onnxruntime_run(m, {"x": x})["y"]
+    finally:
+        plan.release()
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 def test_node_names_follow_onnx_names():

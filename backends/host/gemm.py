@@ -32,6 +32,12 @@ from .stretch import team_call
 NUMPY_MNK = 1 << 18
 
 
+#: a product reading a B of this many bytes or more runs on the team even when its work is small: a few rows
+#: times a large B (a classifier's last layer) are bound by memory, read from it by both cores at twice the rate
+#: (measured on the 2-core VM in ShuffleNet-v2, 1 x 1024 x 1000: 234-340 us alone against onnxruntime's 126 us)
+SMALL_WEIGHT_BYTES = 1 << 20
+
+
 class OnednnGemm(HostVendor):
     """``gemm`` and ``matmul`` in float32 through ``dnnl_sgemm``."""
 
@@ -54,7 +60,7 @@ class OnednnGemm(HostVendor):
         pool = self.dev.pool
         views = [pool._bytes(buf) for buf in (*in_bufs, *out_bufs)]
         call = self._call(ins, attrs, views)
-        small = 2 * outs[0].size * self._depth(ins, attrs) < SMALL_FLOPS
+        small = 2 * outs[0].size * self._depth(ins, attrs) < SMALL_FLOPS and ins[1].size * 4 < SMALL_WEIGHT_BYTES
         run = lambda keep=views: call()  # noqa: E731  (the closure holds the arrays until the call ran)
         if small:
             return team_call(host_omp.alone(host_dnnl.library(), run), False)

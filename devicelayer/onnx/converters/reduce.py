@@ -3,7 +3,9 @@ from 18), keepdims, noop_with_empty_axes."""
 
 from __future__ import annotations
 
-from .base import converter, ints
+import numpy as np
+
+from .base import converter, ints, reshape
 
 #: ONNX op -> (library op, first opset taking the axes as an input)
 _REDUCE = {"ReduceSum": ("sum", 13), "ReduceMean": ("mean", 18), "ReduceMax": ("reduce_max", 18),
@@ -32,4 +34,20 @@ def _reduce(ctx, attrs):
     reduced = range(len(x.shape)) if axes is None else axes
     if op == "mean" and any(x.shape[a] == 0 for a in reduced if -len(x.shape) <= a < len(x.shape)):
         op = "sum"  # onnxruntime's mean of nothing is 0 (NumPy's, which the library op follows, is NaN)
-    return [ctx.op(op, [x], axes=axes, keepdims=bool(attrs.get("keepdims", 1)))]
+    keepdims = bool(attrs.get("keepdims", 1))
+    if op == "mean" and _spatial(x, axes):  # (a CNN's pooling head: the devices' pooling reads their layouts)
+        y = ctx.op("global_average_pool", [x])
+        return [y if keepdims else reshape(ctx, y, x.shape[:2])]
+    return [ctx.op(op, [x], axes=axes, keepdims=keepdims)]
+
+
+def _spatial(x, axes) -> bool:
+    """Whether ``axes`` are every dimension after the first two of a non-constant float32 (N, C, spatial...)
+    tensor with no empty one: a mean over them is a global average pool (other dtypes stay means: not every
+    device pools them)."""
+    rank = len(x.shape)
+    if isinstance(x, np.ndarray) or axes is None or rank < 3 or np.dtype(x.dtype) != np.float32:
+        return False
+    if any(not -rank <= a < rank for a in axes):
+        return False
+    return sorted({a % rank for a in axes}) == list(range(2, rank)) and len(axes) == rank - 2 and all(x.shape[2:])
