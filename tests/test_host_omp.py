@@ -195,3 +195,26 @@ def test_a_stretch_of_alone_calls_sets_the_team_size_once_and_gives_it_back():
 def test_a_synchronous_runtime_needs_no_stream_wait():
     """oneDNN on OpenMP finishes a primitive within its execute call: the layers skip the stream wait."""
     assert host_dnnl.engine().synchronous
+
+
+@needs_onednn
+def test_the_team_size_is_the_default_whichever_thread_asks(monkeypatch):
+    lib = host_dnnl.library()
+    omp = host_omp._openmp(lib)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    procs = omp["omp_get_num_procs"]()
+    assert host_omp.team_size(lib) == procs
+    assert host_omp.alone(lib, lambda: host_omp.team_size(lib))() == procs  # (its own size is one meanwhile)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3,1")
+    assert host_omp.team_size(lib) == 3
+    monkeypatch.setenv("OMP_NUM_THREADS", "none")
+    assert host_omp.team_size(lib) == procs
+
+
+@pytest.mark.parametrize("team, flops", [(1, 4_000_000), (2, 4_000_000), (4, 2_000_000), (16, 500_000),
+                                         (256, 250_000)])
+def test_the_work_a_call_runs_alone_under_shrinks_with_the_team(monkeypatch, team, flops):
+    from devicelayer.backends.host import conv as host_conv
+
+    monkeypatch.setattr(host_omp, "team_size", lambda lib: team)
+    assert host_conv.small_flops.__wrapped__() == flops

@@ -15,18 +15,32 @@ plan negotiated it (``host_dnnl_op``).
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from . import dnnl as host_dnnl
+from . import dnnl as host_dnnl, omp as host_omp
 from .dnnl_op import Binding, OnednnOp
 from .eltwise import ALGORITHMS
 
 
-#: convolutions of fewer floating-point operations run on one thread (about 40 us of work there)
+#: with a team of two threads, convolutions and products of fewer floating-point operations run on one thread
+#: (about 40 us of work there; measured on the 2-core VM); ``small_flops`` scales it to the team's size
 SMALL_FLOPS = 4_000_000
+#: the least ``small_flops`` gives, however large the team
+SMALL_FLOPS_LEAST = 250_000
+
+
+@functools.cache
+def small_flops() -> float:
+    """The work under which a convolution or product runs on one thread: ``SMALL_FLOPS`` times two over the size
+    of oneDNN's team (at least ``SMALL_FLOPS_LEAST``), since a larger team divides more of the work for the
+    same cost of waking it.  On the 16-core H100 machine the two-thread figure left MobileNetV2's depthwise
+    layers on one thread, 1.52-1.63x onnxruntime; 0.25-1 MFLOP gave 1.12-1.19x there, and ShuffleNet-v2,
+    EfficientNet-B0 and SqueezeNet no slower."""
+    return max(SMALL_FLOPS * 2 / max(host_omp.team_size(host_dnnl.library()), 2), SMALL_FLOPS_LEAST)
 
 
 def post_op(attrs: dict) -> tuple[int, float, float] | None:
@@ -60,9 +74,9 @@ class OnednnConv(OnednnOp):
                                    attrs["dilations"], attrs["group"], len(ins) >= 3, len(ins) == 4, post_op(attrs))
 
     def small(self, ins: Any, outs: Any, attrs: dict) -> bool:
-        """Convolutions of fewer than ``SMALL_FLOPS`` multiply-adds x 2 run on the calling thread alone."""
+        """Convolutions of fewer than ``small_flops()`` multiply-adds x 2 run on the calling thread alone."""
         w = ins[1].shape
-        return 2 * outs[0].size * math.prod(w[1:]) < SMALL_FLOPS
+        return 2 * outs[0].size * math.prod(w[1:]) < small_flops()
 
     def specialize(self, ins: Any, outs: Any, attrs: dict, constants: Mapping[int, np.ndarray]) -> "OnednnConv":
         """This op with constant weights reordered into oneDNN's layout once."""

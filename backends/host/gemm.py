@@ -22,7 +22,7 @@ import numpy as np
 
 from . import dnnl as host_dnnl, omp as host_omp
 from .backend import HostVendor
-from .conv import SMALL_FLOPS
+from .conv import small_flops
 from .stretch import team_call
 
 
@@ -60,7 +60,7 @@ class OnednnGemm(HostVendor):
         pool = self.dev.pool
         views = [pool._bytes(buf) for buf in (*in_bufs, *out_bufs)]
         call = self._call(ins, attrs, views)
-        small = 2 * outs[0].size * self._depth(ins, attrs) < SMALL_FLOPS and ins[1].size * 4 < SMALL_WEIGHT_BYTES
+        small = 2 * outs[0].size * self._depth(ins, attrs) < small_flops() and ins[1].size * 4 < SMALL_WEIGHT_BYTES
         run = lambda keep=views: call()  # noqa: E731  (the closure holds the arrays until the call ran)
         if small:
             return team_call(host_omp.alone(host_dnnl.library(), run), False)

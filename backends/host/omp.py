@@ -86,12 +86,13 @@ def _openmp(lib: ctypes.CDLL) -> dict[str, Any] | None:
     try:
         fns = {name: getattr(lib, name) for name in ("GOMP_parallel", "omp_get_thread_num", "omp_get_num_threads",
                                                      "omp_get_max_threads", "omp_get_proc_bind",
-                                                     "omp_set_num_threads")}
+                                                     "omp_set_num_threads", "omp_get_num_procs")}
     except AttributeError:
         return None
     fns["GOMP_parallel"].argtypes = [_Task, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint]
     fns["GOMP_parallel"].restype = None
-    for name in ("omp_get_thread_num", "omp_get_num_threads", "omp_get_max_threads", "omp_get_proc_bind"):
+    for name in ("omp_get_thread_num", "omp_get_num_threads", "omp_get_max_threads", "omp_get_proc_bind",
+                 "omp_get_num_procs"):
         fns[name].argtypes, fns[name].restype = [], ctypes.c_int
     fns["omp_set_num_threads"].argtypes, fns["omp_set_num_threads"].restype = [ctypes.c_int], None
     return fns
@@ -115,6 +116,17 @@ def alone(lib: ctypes.CDLL | None, fn: Callable[[], Any]) -> Callable[[], Any]:
             put(size)
     call.alone_of = fn  # type: ignore[attr-defined]  # (a run of such calls sets the size once: ``section``)
     return call
+
+
+def team_size(lib: ctypes.CDLL | None) -> int:
+    """The size of a team of the default size (``OMP_NUM_THREADS``'s first value where set, else the processors
+    the runtime counts for the process), whichever thread asks (a thread's own size may be set to one for a
+    while: ``alone``); the CPUs of the process without oneDNN on OpenMP."""
+    first = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if first.isdigit() and int(first) > 0:
+        return int(first)
+    omp = None if lib is None else _openmp(lib)
+    return omp["omp_get_num_procs"]() if omp is not None else len(os.sched_getaffinity(0))
 
 
 def section(lib: ctypes.CDLL | None) -> tuple[Callable[[], int], Callable[[int], None]] | None:
