@@ -102,18 +102,17 @@ def alone(lib: ctypes.CDLL | None, fn: Callable[[], Any]) -> Callable[[], Any]:
     """``fn`` called with the calling thread's OpenMP team size set to one (its own size back afterwards): oneDNN
     then runs the work on that thread without waking a team, as it sizes its work by the team it sees (a
     primitive built this way keeps to one thread).  ``fn`` itself without oneDNN on OpenMP."""
-    omp = None if lib is None else _openmp(lib)
-    if omp is None:
+    around = section(lib)
+    if around is None:
         return fn
-    get, put = omp["omp_get_max_threads"], omp["omp_set_num_threads"]
+    enter, leave = around
 
     def call() -> Any:
-        size = get()
-        put(1)
+        size = enter()
         try:
             return fn()
         finally:
-            put(size)
+            leave(size)
     call.alone_of = fn  # type: ignore[attr-defined]  # (a run of such calls sets the size once: ``section``)
     return call
 
