@@ -204,7 +204,7 @@ class HostDevice(Device):
         if inline and self._may_inline(waits) and self._exec.acquire(blocking=False):
             try:
                 with self._order:
-                    idle = self._tasks.empty() and (self._last is None or self._last._done)
+                    idle = self._nothing_queued()
                     if idle:
                         self._last = event
                 if idle:
@@ -353,7 +353,11 @@ class HostDevice(Device):
 
     def _idle(self) -> bool:
         with self._order:
-            return self._tasks.empty() and (self._last is None or self._last._done)
+            return self._nothing_queued()
+
+    def _nothing_queued(self) -> bool:
+        """No task queued and the last one done (under ``_order``)."""
+        return self._tasks.empty() and (self._last is None or self._last._done)
 
     def round_trip(self) -> float:
         """Seconds from handing the worker a task to seeing it done, for a task that does nothing (the fastest

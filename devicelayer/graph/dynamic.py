@@ -322,13 +322,13 @@ class DynamicPlan(Profiled):
         picks = [(name, spec.outputs[name] if name in spec.outputs else None, name not in spec.outputs)
                  for name in self.outputs]
         constants = dict(spec.constants)
+        if any(constant and name not in constants for name, _, constant in picks):
+            return None
 
         def outputs(produced: dict[str, Any]) -> dict[str, Any]:
             return {name: _to_numpy(constants[name]) if constant else None if g is None else produced[g]
                     for name, g, constant in picks}
 
-        if any(constant and name not in constants for name, _, constant in picks):
-            return None
         self._lane_segments = [seg]
         return seg.plan.lane_for(inputs, checks, outputs)
 
