@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -150,9 +151,16 @@ class Buffer:
         return f"<{kind} {self.nbytes} B at +{self.offset} on {self.pool.device.id}{state}>"
 
 
+def is_masked(array: Any) -> bool:
+    """Whether ``array`` is a NumPy masked array (numpy.ma is not imported for the question: where nothing imported
+    it, no masked array exists)."""
+    ma = sys.modules.get("numpy.ma")
+    return ma is not None and isinstance(array, ma.MaskedArray)
+
+
 def check_unmasked(array: Any, where: str) -> None:
     """InvalidArgument for a NumPy masked array: device memory holds no mask, and dropping it changes the data."""
-    if isinstance(array, np.ma.MaskedArray):
+    if is_masked(array):
         raise InvalidArgument(f"{where}: a masked array would lose its mask; pass array.filled(value) or "
                               f"array.data")
 

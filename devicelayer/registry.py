@@ -6,10 +6,9 @@ import importlib
 import os
 import threading
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import ClassVar, Iterable, Sequence
 
-from . import lifecycle, probe
+from . import entry_points, lifecycle, probe
 from .device import Device
 from .errors import BackendUnavailable, DeviceNotFound, InvalidArgument
 
@@ -94,8 +93,8 @@ class _Registry:
             found.update(getattr(bundled, "BUNDLED", {}))
         except ImportError:
             pass
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            found[ep.name] = ep.value
+        for name, value in entry_points.group(ENTRY_POINT_GROUP):
+            found[name] = value
         return found
 
     def requested(self) -> list[str] | None:

@@ -126,6 +126,37 @@ def test_a_file_that_passed_the_checker_is_not_checked_again_until_it_changes(ch
     assert len(checks) == 4
 
 
+def test_a_checked_file_is_parsed_from_a_mapping_that_the_model_outlives(checks, tmp_path, monkeypatch):
+    path = tmp_path / "m.onnx"
+    model = _conv_model()
+    onnx.save(model, str(path))
+    dlo.load(path)
+    assert len(checks) == 1
+
+    def unread(self):
+        raise AssertionError("a checked file is mapped, not read into bytes")
+
+    monkeypatch.setattr(type(path), "read_bytes", unread)
+    loaded = dlo.load(path)
+    assert len(checks) == 1
+    for init in model.graph.initializer:
+        np.testing.assert_array_equal(loaded.constants[init.name], numpy_helper.to_array(init))
+    assert loaded.constants["w"].ctypes.data % 64 == 0 and not loaded.constants["w"].flags.writeable
+    # the mapping is gone: bytes written over the file in place change nothing loaded
+    size = path.stat().st_size
+    with open(path, "r+b") as fh:
+        fh.write(b"\xff" * size)
+    for init in model.graph.initializer:
+        np.testing.assert_array_equal(loaded.constants[init.name], numpy_helper.to_array(init))
+    x = _x()
+    want = onnxruntime_run(model, {"x": x})["y"]
+    np.testing.assert_allclose(loaded.compile(["host"])(x=x)["y"].astype(np.float32), want.astype(np.float32),
+                               rtol=2e-3, atol=2e-3)
+    monkeypatch.undo()
+    with pytest.raises(dl.GraphError, match="does not parse|checker"):  # changed: read and checked again
+        dlo.load(path)
+
+
 def _dangling(model):
     model.graph.node[1].input[0] = "nowhere"
 

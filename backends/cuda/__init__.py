@@ -1,5 +1,6 @@
 """The CUDA backend (CuPy): ``backend`` is the backend itself; ``blas`` (cuBLAS/cuBLASLt matrix products),
-``dnn`` (cuDNN through ctypes) and ``conv`` (convolutions by cuDNN or im2col + cuBLAS) are its vendor ops.
+``dnn`` (cuDNN through ctypes) and ``conv`` (convolutions by cuDNN or im2col + cuBLAS) are its vendor ops;
+``driver_start`` starts the CUDA driver on a thread while CuPy imports.
 """
 
 from typing import Any

@@ -53,6 +53,7 @@ DLPack
 from __future__ import annotations
 
 import functools
+import importlib.util
 import math
 import os
 import threading
@@ -70,8 +71,10 @@ from devicelayer.registry import Backend
 from devicelayer.signature import Signature, c_signature
 from devicelayer.threads import DaemonPool
 
-from . import blas as cuda_blas, dnn as cuda_dnn
+from . import blas as cuda_blas, dnn as cuda_dnn, driver_start
 
+if importlib.util.find_spec("cupy") is not None:  # (no CUDA context for a process that cannot use it)
+    driver_start.begin()  # the driver starts while CuPy imports; the backend waits for it before its first call
 try:
     import cupy
     from cupy.cuda import runtime
@@ -463,6 +466,8 @@ class CudaDevice(Device):
         self.capture_failures: list[str] = []  # why recordings fell back to item-by-item replay
         self._blas_handle: cuda_blas.Blas | None = None
         self._dnn_handle: cuda_dnn.Dnn | None = None
+        self._library_lock = threading.Lock()  # vendor library handles are made under it
+        self._warming: threading.Thread | None = None  # cuBLAS's start on a thread (see _warm_blas)
         self._conv_routes: dict[tuple, Any] = {}  # convolution geometry -> how it runs (see cuda_conv)
         self._capture_stream: Any = None  # the stream recordings are captured on (captures are serialised)
         self._capture_lock = threading.Lock()
@@ -559,8 +564,8 @@ class CudaDevice(Device):
                 f"{i.memory_total}")
 
     def _library_handle(self, attr: str, name: str, lib: Any, make: Callable[[Any], Any]) -> Any:
-        """A vendor library's handle for this device, made once (under the device's lock, the device current)."""
-        with self._mark_lock, self.cu_device:
+        """A vendor library's handle for this device, made once (under a lock of its own, the device current)."""
+        with self._library_lock, self.cu_device:
             handle = getattr(self, attr)
             if handle is None:
                 if lib is None:
@@ -569,11 +574,37 @@ class CudaDevice(Device):
                 setattr(self, attr, handle)
             return handle
 
+    def _warm_blas(self) -> None:
+        """Start cuBLAS on a thread: its handle and its first product take a tenth of a second or more (the
+        library's own first-use setup, once a process), which then overlap the compile of the plan that asked for a
+        product instead of delaying its first run.  Failures are left to the first real call, which reports them."""
+        with self._library_lock:
+            if self._warming is not None or self._failed is not None:
+                return
+            self._warming = threading.Thread(target=self._first_product, name=f"devicelayer-{self.id}-cublas",
+                                             daemon=True)
+            self._warming.start()  # (it takes this lock to make the handle: it waits until this returns)
+
+    def _first_product(self) -> None:
+        try:
+            blas = self._blas()
+            with self.cu_device:
+                stream = cupy.cuda.Stream(non_blocking=True)
+                scratch = self.pool.cupy_pool.malloc(256)
+                blas.gemm(stream.ptr, np.dtype(np.float32), False, False, 1, 1, 1, 1.0, scratch.ptr, 1, 0,
+                          scratch.ptr, 1, 0, 0.0, scratch.ptr + 128, 1, 0, 1)
+                stream.synchronize()
+        except Exception:  # noqa: BLE001 - the first real product meets and reports the same failure
+            pass
+
     def vendor_op(self, name: str) -> Any:
         """cuBLAS for matmul and gemm; cuDNN for convolutions where it is installed, else im2col + cuBLAS for
-        ungrouped ones; the op kernels for everything else."""
+        ungrouped ones; the op kernels for everything else.  Asked for a product or a convolution, the device starts
+        cuBLAS on a thread (``_warm_blas``)."""
         if cuda_blas.library() is None:
             return None
+        if name in ("matmul", "gemm", "conv") and self._warming is None:
+            self._warm_blas()
         if name in ("matmul", "gemm"):
             return _VendorGemm(self, name, "cuBLAS")
         if name == "conv":
@@ -703,6 +734,9 @@ class CudaDevice(Device):
             self.stream.synchronize()
 
     def _close(self) -> None:
+        warming = self._warming
+        if warming is not None and warming is not threading.current_thread():
+            warming.join()
         try:
             if self._failed is None:
                 self._synchronize()
@@ -948,6 +982,7 @@ class CudaBackend(Backend):
     priority = 40
 
     def __init__(self) -> None:
+        driver_start.finish()
         try:
             count = runtime.getDeviceCount()
         except _CUDA_ERRORS as exc:

@@ -26,6 +26,7 @@ from ..casting import to_dtype
 from ..device import Device, refuse_forked
 from ..errors import GraphError, InvalidArgument
 from ..interrupts import protected
+from ..memory import is_masked
 from ..tensors import Tensor
 from .constants import ConstantStore
 from .ir import Graph
@@ -539,7 +540,7 @@ def _as_input(x: Any, spec: InputSpec, name: str, sizes: dict[str, tuple[int, st
         x.buffer.check_alive(f"input {name!r}")
         shape, dtype = x.shape, x.dtype
     else:
-        if isinstance(x, np.ma.MaskedArray):
+        if is_masked(x):
             raise InvalidArgument(f"input {name!r}: a masked array (give np.ma.filled(x) or x.data)")
         if not isinstance(x, np.ndarray):
             try:

@@ -10,6 +10,7 @@ Graph of one signature.  Converters (``converters/``) turn one ONNX node into li
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,8 +57,16 @@ def np_dtype(elem_type: int) -> np.dtype:
 
 def read_model(source: Any) -> Any:
     """A checked ModelProto from a path, bytes or a ModelProto; GraphError when it is malformed."""
+    return _read(source)[0]
+
+
+def _read(source: Any) -> tuple[Any, dict[str, np.ndarray] | None]:
+    """``read_model``'s model, with the raw bytes of its initializers where they were copied from the file's
+    mapping (``rawdata.read``), else None."""
     onnx = _onnx()
     serialized: bytes | None = None  # the model's bytes, where the checker may read them (no external data)
+    stamp: Path | None = None  # where a file's passing is recorded
+    raw = None
     if isinstance(source, onnx.ModelProto):
         model = source
     elif isinstance(source, (bytes, bytearray)):
@@ -71,23 +80,30 @@ def read_model(source: Any) -> Any:
         path = Path(source)
         if not path.is_file():
             raise GraphError(f"no ONNX model file at {str(path)!r}")
+        # a file that passed both checks before, as it is now, is not checked again: it is parsed from a mapping
+        # of the file (no copy of its bytes in this process besides the parsed model's own)
+        stamp = _passed_stamp(path)
+        checked = stamp is not None and stamp.exists()
         try:
-            serialized = path.read_bytes()
-            model = onnx.ModelProto()
-            model.ParseFromString(serialized)
+            model, raw = _parse_mapped(path) if checked else (None, None)
+            if model is None:
+                serialized = path.read_bytes()
+                model = onnx.ModelProto()
+                model.ParseFromString(serialized)
         except Exception as exc:
             raise GraphError(f"{path}: not an ONNX model (the protobuf does not parse): "
                              f"{type(exc).__name__}: {exc}") from None
         if _load_external_data(model, path.parent):
-            serialized = None
+            serialized, stamp, checked, raw = None, None, False, None
+        if checked:
+            if not model.graph.node and not model.graph.output:
+                raise GraphError("the ONNX model fails the checker: it has an empty graph")
+            return model, raw
     else:
         raise InvalidArgument(f"load: expected a path, bytes or an onnx.ModelProto, got {type(source).__name__}")
     if not model.graph.node and not model.graph.output:
         raise GraphError("the ONNX model fails the checker: it has an empty graph")
-    # a file read whole (no external data) that passed both checks before, as it is now, is not checked again
-    stamp = _passed_stamp(Path(source)) if isinstance(source, (str, os.PathLike)) and serialized else None
-    if stamp is not None and stamp.exists():
-        return model
+    stamp = stamp if serialized else None  # (only a file read whole is stamped: external data is checked each time)
     try:
         # full_check=False: the checker's structural checks; shapes are inferred per signature when compiled.
         # Given the bytes it was read from, the checker parses them itself instead of having the model serialized
@@ -99,12 +115,32 @@ def read_model(source: Any) -> Any:
         # what onnxruntime loads, devicelayer loads: an IR-3 model whose initializers are not graph inputs, ...
         check_model(model)  # what the checker found must not be malformed data
         warnings.warn(f"the ONNX model breaks the ONNX spec ({first}); loading it anyway, as onnxruntime does",
-                      stacklevel=3)
-        return model
+                      stacklevel=4)
+        return model, None
     check_model(model)
     if stamp is not None:
         diskcache.write(stamp, b"")
-    return model
+    return model, None
+
+
+def _parse_mapped(path: Path) -> tuple[Any, dict[str, np.ndarray] | None]:
+    """The ModelProto parsed from a read-only mapping of the file, and its initializers' raw bytes copied from
+    the mapping (``rawdata.read``; None where that did not match); the mapping is gone when this returns (the
+    parsed message and the bytes are copies).  (None, None) where the file cannot be mapped (empty, special)."""
+    from . import rawdata
+
+    onnx = _onnx()
+    try:
+        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            model = onnx.ModelProto()
+            with memoryview(mapped) as view:
+                try:
+                    model.ParseFromString(view)
+                except TypeError:  # a protobuf implementation that takes bytes only
+                    model.ParseFromString(bytes(view))
+                return model, rawdata.read(view, model.graph.initializer)
+    except (OSError, ValueError):
+        return None, None
 
 
 def _passed_stamp(path: Path) -> Path | None:
@@ -406,4 +442,5 @@ def load(source: Any, input_shapes: Mapping[str, Sequence[int]] | None = None, f
     """
     from .model import OnnxModel
 
-    return OnnxModel(read_model(source), input_shapes, fold)
+    model, raw = _read(source)
+    return OnnxModel(model, input_shapes, fold, raw=raw)

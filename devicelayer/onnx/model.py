@@ -60,15 +60,16 @@ def _input_spec(vi: Any, input_shapes: Mapping[str, Sequence[int]] | None) -> In
     return InputSpec(vi.name, dims, dt, "tensor")
 
 
-def _initializers(graph: Any) -> dict[str, np.ndarray]:
-    """A GraphProto's initializers as NumPy arrays (GraphError for one that cannot be read)."""
+def _initializers(graph: Any, raw: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """A GraphProto's initializers as NumPy arrays (GraphError for one that cannot be read); ``raw``: the raw bytes
+    of some, read already (name -> uint8 array)."""
     onnx = _onnx()
     out = {}
     for init in graph.initializer:
         dt = np_dtype(init.data_type)  # refuses strings and what has no NumPy dtype
-        raw = _raw_array(init, dt)
-        if raw is not None:
-            out[init.name] = raw
+        array = _raw_array(init, dt, None if raw is None else raw.get(init.name))
+        if array is not None:
+            out[init.name] = array
             continue
         try:
             out[init.name] = np.array(onnx.numpy_helper.to_array(init))
@@ -79,13 +80,14 @@ def _initializers(graph: Any) -> dict[str, np.ndarray]:
     return out
 
 
-def _raw_array(init: Any, dt: np.dtype) -> np.ndarray | None:
+def _raw_array(init: Any, dt: np.dtype, read: np.ndarray | None = None) -> np.ndarray | None:
     """A tensor kept as little-endian bytes of a plain NumPy type, as a read-only array over those bytes (read
-    once: a 100 MB model's weights are not copied twice); None for any other storage."""
+    once: a 100 MB model's weights are not copied twice), ``read`` where given (the same bytes read from the
+    file); None for any other storage."""
     if (sys.byteorder != "little" or dt.kind not in "biufc" or dt.type.__module__ != "numpy"
             or not init.HasField("raw_data") or init.data_location != 0):
         return None
-    raw = init.raw_data
+    raw = init.raw_data if read is None else read
     dims = tuple(int(d) for d in init.dims)
     if len(raw) != dt.itemsize * math.prod(dims):
         raise GraphError(f"initializer {init.name!r} cannot be read: {len(raw)} bytes of raw data for shape "
@@ -115,7 +117,7 @@ class OnnxModel:
     ``inputs`` lists each input with its dimensions (ints where fixed, names or None where symbolic)."""
 
     def __init__(self, model: Any, input_shapes: Mapping[str, Sequence[int]] | None = None,
-                 fold: bool = True) -> None:
+                 fold: bool = True, *, raw: Mapping[str, np.ndarray] | None = None) -> None:
         onnx = _onnx()
         self.proto = model
         opsets = {imp.domain or "": int(imp.version) for imp in model.opset_import}
@@ -134,7 +136,7 @@ class OnnxModel:
             raise UnsupportedOp(f"model-local function {f.domain}.{f.name} is not supported")
         self.fold = fold
         self.name = model.graph.name or "onnx"
-        self.constants = _initializers(model.graph)
+        self.constants = _initializers(model.graph, raw)  # (raw: initializers' bytes read from the file already)
         known = set(input_shapes or {})
         self.inputs: list[InputSpec] = []
         for vi in model.graph.input:
