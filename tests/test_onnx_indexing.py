@@ -183,7 +183,7 @@ MODELS += [
           {"x": f32(3, 4), "i": np.tile(i64(3, 0, -2), (3, 1)), "u": f32(3, 3)}),
     Model("Scatter-op10", node("Scatter", ["x", "i", "u"], axis=0),
           {"x": f32(4, 3), "i": np.array([[1, 0, 3], [3, 2, 0]]), "u": f32(2, 3)}, opset=10),
-    Model("ScatterND", node("ScatterND", ["x", "i", "u"]), {"x": X, "i": i64(2, -1, 0).reshape(3, 1), "u": f32(3, 4, 5)}),
+    Model("ScatterND", node("ScatterND", ["x", "i", "u"]), {"x": X, "i": i64(2, -2, 0).reshape(3, 1), "u": f32(3, 4, 5)}),
     Model("ScatterND-mul", node("ScatterND", ["x", "i", "u"], reduction="mul"),
           {"x": X, "i": ints(7, 2, lo=-3, hi=3), "u": f32(7, 5)}),
     Model("ScatterND-min-int64", node("ScatterND", ["x", "i", "u"], reduction="min"),
@@ -196,7 +196,8 @@ MODELS += [
           {"x": f32(4, 5, 2), "l": i64(1, 5, 3, 0)}),
     Model("OneHot", node("OneHot", ["i", "d", "v"], axis=1), {"i": ints(3, 4, lo=-6, hi=8), "v": f32(2)},
           inits={"d": np.array(5.0, np.float32)}),
-    Model("OneHot-float-indices", node("OneHot", ["i", "d", "v"]), {"i": f32(5, lo=-3, hi=4)},
+    # whole-valued float indices (onnxruntime 1.30 matches only those; the spec's cast to int64 is tested below)
+    Model("OneHot-float-indices", node("OneHot", ["i", "d", "v"]), {"i": np.array([-4, -1, 0, 2, 3, 5], np.float32)},
           inits={"d": np.array(4.0, np.float32), "v": np.array([0, 7], np.float32)}),
     Model("Trilu-upper", node("Trilu", ["x", "k"]), {"x": X}, inits={"k": i64(1)}, opset=14),
     Model("Trilu-lower-int64", node("Trilu", ["x"], upper=0), {"x": ints(2, 4, 3)}, opset=14),
@@ -357,6 +358,19 @@ def test_bad_index_is_an_invalid_argument_on_every_device(device, index_dtype, n
     checked, _ = op.prepare([TensorType(a.shape, a.dtype) for a in good], dict(attrs))
     for g, w in zip(got, op.reference(good, checked)):
         np.testing.assert_array_equal(g.numpy(), w)
+
+
+def test_one_hot_casts_float_indices_to_int64_as_the_spec_says(device):
+    """ONNX: non-integer indices "will be casted to int64 before use" (toward zero), then counted from the end
+    where negative; out of [-depth, depth - 1] the row is all off."""
+    i = np.array([-0.7, 2.9, 3.5, -3.2, -4.5, 4.2, -5.1, 1.0], np.float32)
+    m = make_model([node("OneHot", ["i", "d", "v"])], {"i": i}, ["y"],
+                   {"d": np.array(4.0, np.float32), "v": np.array([0, 7], np.float32)})
+    want = np.zeros((8, 4), np.float32)
+    for row, k in enumerate(i.astype(np.int64)):
+        if -4 <= k < 4:
+            want[row, k % 4] = 7
+    np.testing.assert_array_equal(dlo.load(m).compile([device.id])(i=i)["y"], want)
 
 
 def test_huge_int64_index_is_reported_whole(device):

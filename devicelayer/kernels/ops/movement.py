@@ -13,6 +13,7 @@ reshape, flatten, squeeze and unsqueeze are views: an Alias step, no copy.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Sequence
 
@@ -693,6 +694,10 @@ def _gather_spec(ct: str, it: str) -> KernelSpec:
                       body, elem=ct)
 
 
+#: gathers whose output is at most this size check their indices in ``np.take`` itself (``Gather.bind_into``)
+SMALL_GATHER_BYTES = 64 << 10
+
+
 @register
 class Gather(Movement):
     """gather(data, indices, axis=0): ONNX Gather (negative indices count from the end); embedding is axis 0.
@@ -736,6 +741,24 @@ class Gather(Movement):
         idx = self._indices(data, idx, attrs["axis"])
         if outputs[0].size:  # the indices are checked: "clip" writes straight into the output (no buffer)
             np.take(data, idx, axis=attrs["axis"], out=outputs[0], mode="clip")
+
+    def bind_into(self, inputs, outputs, attrs):
+        """A small gather is one ``np.take`` that checks its indices itself ("raise" buffers the output, which
+        costs less than checking the indices first where the output is small); an error is then named as
+        ``reference_into`` names it."""
+        data, idx = inputs
+        out, axis = outputs[0], attrs["axis"]
+        if not out.size or out.nbytes > SMALL_GATHER_BYTES or idx.dtype.kind not in "iu":
+            return super().bind_into(inputs, outputs, attrs)
+        take = functools.partial(np.take, data, idx, axis, out, "raise")
+
+        def gather() -> None:
+            try:
+                take()
+            except IndexError:
+                self._indices(data, idx, axis)  # raises, naming the first bad index
+                raise
+        return gather
 
     def plan(self, inputs, outputs, attrs, info):
         data, idx = inputs
