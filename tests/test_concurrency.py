@@ -7,6 +7,7 @@ through its timeout instead of hanging the run.
 
 from __future__ import annotations
 
+import gc
 import queue
 import threading
 import time
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 import devicelayer as dl
+from devicelayer import reclaim
 from kernels import INCREMENT, SCALE_ADD, source
 
 THREADS = 8
@@ -86,6 +88,9 @@ def test_threads_launching_and_copying_on_one_device(device):
             for buf in (b, x, y):
                 pool.free(buf)
 
+    gc.collect()  # buffers of earlier tests' garbage are freed now, not while this one counts
+    reclaim.drain(30)
+    device.synchronize()
     live = pool.live_buffers
     assert _in_threads(THREADS, work) == [rounds] * THREADS
     pool.free(windows).wait(30)

@@ -349,3 +349,24 @@ def test_host_arrays_transfer_by_one_gpu_copy(vdev, rng):
             dev.pool.free(b)
     finally:
         dev.close()
+
+
+def test_looking_for_libshaderc_starts_no_process(monkeypatch):
+    """A libshaderc the loader cannot open is not searched for again with ldconfig, gcc and ld (cffi's fallback
+    for a name it cannot open: three process starts a name, in every process that compiles GLSL)."""
+    pytest.importorskip("cffi")
+    from devicelayer.backends.vulkan import spirv
+
+    started = []
+    real = subprocess.Popen.__init__
+
+    def counted(self, args, *rest, **kwargs):
+        started.append(args)
+        return real(self, args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", counted)
+    monkeypatch.setattr(spirv, "_shaderc", None)
+    monkeypatch.setattr(spirv, "shaderc_unavailable_reason", None)
+    found = spirv._load_shaderc()
+    assert started == []
+    assert found is not None or "libshaderc" in spirv.shaderc_unavailable_reason

@@ -119,6 +119,11 @@ def _load_shaderc():
         slib = None
         for name in ("libshaderc_shared.so.1", "libshaderc_shared.so", "libshaderc.so.1", "libshaderc.so",
                      "libshaderc_shared.dylib", "shaderc_shared.dll"):
+            try:  # the loader first: cffi searches for a name it cannot open with ldconfig, gcc and ld (processes)
+                ctypes.CDLL(name)
+            except OSError as exc:
+                errors.append(f"cannot load library {name!r}: {exc}")
+                continue
             try:
                 slib = sffi.dlopen(name)
                 break
