@@ -66,7 +66,7 @@ def _read(source: Any) -> tuple[Any, dict[str, np.ndarray] | None]:
     onnx = _onnx()
     serialized: bytes | None = None  # the model's bytes, where the checker may read them (no external data)
     stamp: Path | None = None  # where a file's passing is recorded
-    raw = None
+    checked, raw = False, None  # (a file that passed before: not checked again)
     if isinstance(source, onnx.ModelProto):
         model = source
     elif isinstance(source, (bytes, bytearray)):
@@ -95,14 +95,12 @@ def _read(source: Any) -> tuple[Any, dict[str, np.ndarray] | None]:
                              f"{type(exc).__name__}: {exc}") from None
         if _load_external_data(model, path.parent):
             serialized, stamp, checked, raw = None, None, False, None
-        if checked:
-            if not model.graph.node and not model.graph.output:
-                raise GraphError("the ONNX model fails the checker: it has an empty graph")
-            return model, raw
     else:
         raise InvalidArgument(f"load: expected a path, bytes or an onnx.ModelProto, got {type(source).__name__}")
     if not model.graph.node and not model.graph.output:
         raise GraphError("the ONNX model fails the checker: it has an empty graph")
+    if checked:
+        return model, raw
     stamp = stamp if serialized else None  # (only a file read whole is stamped: external data is checked each time)
     try:
         # full_check=False: the checker's structural checks; shapes are inferred per signature when compiled.
