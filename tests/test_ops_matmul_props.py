@@ -174,10 +174,12 @@ def test_conv_transpose_is_the_adjoint_of_conv(device):
 @pytest.mark.parametrize("runs", [False, True])
 @pytest.mark.parametrize("micro", [2, 4, 8])
 def test_every_tile_shape(device, monkeypatch, micro, runs):
-    """The 32 x 32 tiles (GPUs with few tiles), the 64 x 64 ones and the 128 x 128 ones (CPU devices), in both
-    micro-tile layouts (``tile_runs``: strided and runs of 4), forced on every device."""
+    """The 32 x 32 tiles (GPUs with few tiles), the 64 x 64 ones and the 128 x 128 ones, in both micro-tile layouts
+    (``tile_runs``: strided and runs of 4), forced on every device (CPU devices too, which otherwise run the
+    register-blocked kernels: ``tests/test_register_kernels.py``)."""
     import devicelayer.kernels.ops.matmul as mm
 
+    monkeypatch.setattr(mm, "register_kernels", lambda info: False)
     monkeypatch.setattr(mm, "micro_tile", lambda *args: micro)
     monkeypatch.setattr(mm, "tile_runs", lambda info: runs)
     rng = np.random.default_rng(micro)
@@ -277,7 +279,7 @@ def test_checked_attributes_check_again_unchanged():
 # -- kernels: every language renders, GLSL compiles, shared memory within 16 KiB ----------------------
 def _specs():
     from devicelayer.kernels.ops.conv import Conv, ConvTranspose  # noqa: F401
-    from devicelayer.kernels.ops.matmul import gemm_spec
+    from devicelayer.kernels.ops.matmul import gemm_spec, register_gemm_spec
     from devicelayer.info import DeviceInfo
 
     info = DeviceInfo(id="fake", backend="fake", index=0, name="fake", vendor="", device_type="gpu",
@@ -293,6 +295,8 @@ def _specs():
                     specs.append(gemm_spec(elem, tiled, a_m, not a_m, bias))
         for runs in (False, True):  # both micro-tile layouts (matmul.tile_runs)
             specs += [gemm_spec(elem, True, False, True, True, micro=m, runs=runs) for m in (2, 4)]
+        specs += [register_gemm_spec(elem, block, unit, bias) for block in ((8, 8), (1, 4)) for unit in (False, True)
+                  for bias in (False, True)]
         dtype = TYPES[elem]
         for name, x, w, g in [("conv", (1, 32, 9, 9), (32, 32, 3, 3), 1), ("conv", (1, 4, 9, 9), (4, 1, 3, 3), 4),
                               ("conv_transpose", (1, 32, 5, 5), (32, 32, 3, 3), 1),

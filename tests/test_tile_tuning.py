@@ -1,5 +1,6 @@
-"""Tile shapes of the tiled GEMM and convolution kernels measured once per device and geometry, kept in the disk
-cache, and taken from it by later plans (devicelayer/kernels/tile_tuning.py)."""
+"""Kernel shapes of products and convolutions (the tiled kernels' micro-tile edges; on CPU devices the
+register-blocked kernels too) measured once per device and geometry, kept in the disk cache, and taken from it by
+later plans (devicelayer/kernels/tile_tuning.py)."""
 
 import json
 
@@ -8,7 +9,7 @@ import pytest
 
 import devicelayer as dl
 from devicelayer.kernels import tile_tuning, tiles
-from devicelayer.kernels.op import Launch
+from devicelayer.kernels.op import Launch, Plan
 
 from op_cases import graph_reference64
 
@@ -56,11 +57,12 @@ def _feeds(rng):
 
 
 def _edges(plan):
-    """The micro-tile edges of each node's tiled launches, by op, for the nodes that have some."""
+    """The kernel shape of each node's product or convolution launches (a micro-tile edge, or
+    ``tiles.REGISTER``), by op, for the nodes that have some."""
     out = {}
     for step in plan._prepared.steps:
         if step.kind == "node":
-            edges = {dict(s.spec.defines).get("TM") for s in step.op_plan.steps if isinstance(s, Launch)} - {None}
+            edges = {tile_tuning.edge_of(Plan([s])) for s in step.op_plan.steps if isinstance(s, Launch)} - {None}
             if edges:
                 out[step.node.op] = edges
     return out
@@ -83,14 +85,17 @@ def _check(g, plan, rng):
 
 
 def _candidates(device):
-    from devicelayer.kernels.ops.matmul import tiled_shared_bytes
+    """The shapes timed: the edges the device's shared memory takes, and the register-blocked kernels where they
+    are the static rule (CPU devices)."""
+    from devicelayer.kernels.ops.matmul import register_kernels, tiled_shared_bytes
 
-    return [e for e in tiles.MICRO_EDGES if device.info.local_memory >= tiled_shared_bytes("float", e)]
+    edges = [e for e in tiles.MICRO_EDGES if device.info.local_memory >= tiled_shared_bytes("float", e)]
+    return edges + ([tiles.REGISTER] if register_kernels(device.info) else [])
 
 
 def _kernel_ops(device):
-    """The ops of ``_graph`` that run tiled kernels on ``device`` (none on the host; on CUDA, the convolution,
-    whose activation cuDNN does not apply)."""
+    """The ops of ``_graph`` that run product or convolution kernels on ``device`` (none on the host; on CUDA, the
+    convolution, whose activation cuDNN does not apply)."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DEVICELAYER_TUNE", "0")
         plan = _graph(np.random.default_rng(0)).compile([device])
@@ -179,6 +184,9 @@ def test_forcing_takes_only_the_edges_the_kernels_are_built_for():
     assert tiles.forced() is None
     with tiles.forcing(8):
         with tiles.forcing(2):
+            assert tiles.forced() == 2
+            with tiles.forcing(tiles.REGISTER):
+                assert tiles.forced() == tiles.REGISTER
             assert tiles.forced() == 2
         assert tiles.forced() == 8
     assert tiles.forced() is None

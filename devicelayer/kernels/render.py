@@ -61,6 +61,7 @@ __device__ __forceinline__ int dl_dim(const dim3 v, int d) { return d == 0 ? (in
 #define GID(d) (GROUP(d) * LSIZE(d) + LID(d))
 #define BARRIER() __syncthreads()
 #define FOR_EACH(i, n) for (int i = GID(0); i < (n); i += NGROUPS(0) * LSIZE(0))
+#define UNROLL _Pragma("unroll")
 #define CAST(t, v) ((t)(v))
 #define DL_INF __int_as_float(0x7f800000)
 #define DL_NAN __int_as_float(0x7fc00000)
@@ -126,6 +127,7 @@ typedef ushort u16;
 #define NGROUPS(d) ((int)get_num_groups(d))
 #define BARRIER() barrier(CLK_LOCAL_MEM_FENCE)
 #define FOR_EACH(i, n) for (int i = GID(0); i < (n); i += NGROUPS(0) * LSIZE(0))
+#define UNROLL _Pragma("unroll")
 #define CAST(t, v) ((t)(v))
 #define DL_INF INFINITY
 #define DL_NAN NAN
@@ -175,6 +177,7 @@ _GLSL_PRELUDE = r"""
 #define NGROUPS(d) int(gl_NumWorkGroups[d])
 #define BARRIER() { memoryBarrierShared(); barrier(); }
 #define FOR_EACH(i, n) for (int i = GID(0); i < (n); i += NGROUPS(0) * LSIZE(0))
+#define UNROLL
 #define CAST(t, v) t(v)
 #define DL_INF uintBitsToFloat(0x7F800000u)
 #define DL_NAN uintBitsToFloat(0x7FC00000u)

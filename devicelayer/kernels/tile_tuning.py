@@ -1,18 +1,19 @@
-"""Tile shapes measured once per device and op geometry, kept in the disk cache.
+"""Kernel shapes of products and convolutions measured once per device and op geometry, kept in the disk cache.
 
 A plan's products and convolutions run on the tiled kernels (``ops/matmul.py``) with 32 x 32, 64 x 64 or 128 x 128
-output tiles per work-group.  Which is fastest depends on the device and the geometry (a CPU device's registers,
-a GPU's compute units against the number of tiles, the depth of the product), so the first plan that meets a
-geometry of at least ``MIN_WORK`` multiply-adds times the op once with each edge the device's shared memory takes
-(``tiles.MICRO_EDGES``), on scratch tensors of the call's types, and keeps the fastest; a later plan, in this
-process or another on the same device, driver and API, takes the stored choice without timing
-(``devicelayer.tuning``).  The static rule of ``micro_tile`` stays unless another edge is faster by more than
-``MARGIN``.
+output tiles per work-group, or, on CPU devices, on the register-blocked kernels (``tiles.REGISTER``).  Which is
+fastest depends on the device and the geometry (a CPU device's registers, a GPU's compute units against the number
+of tiles, the depth of the product), so the first plan that meets a geometry of at least ``MIN_WORK``
+multiply-adds times the op once with each edge the device's shared memory takes (``tiles.MICRO_EDGES``), and with
+the register-blocked kernels where they are the static rule, on scratch tensors of the call's types, and keeps the
+fastest; a later plan, in this process or another on the same device, driver and API, takes the stored choice
+without timing (``devicelayer.tuning``).  The static rule (``register_kernels``, ``micro_tile``) stays unless
+another shape is faster by more than ``MARGIN``.
 
-Timing is on for GPUs.  On CPU devices (PoCL, lavapipe) the static rule was itself measured there and timing mostly
-confirmed it, while compiling and timing each shape multiplied the first compile of a CNN several times over:
-they time with ``DEVICELAYER_TUNE=all``.  ``DEVICELAYER_TUNE=0`` turns timing off everywhere.  Without timing a
-plan takes a stored choice, else the static rule.
+Timing is on for GPUs.  On CPU devices (PoCL, lavapipe) the static rule was itself measured there, while compiling
+and timing each shape multiplied the first compile of a CNN several times over: they time with
+``DEVICELAYER_TUNE=all``.  ``DEVICELAYER_TUNE=0`` turns timing off everywhere.  Without timing a plan takes a
+stored choice, else the static rule.
 """
 
 from __future__ import annotations
@@ -58,15 +59,17 @@ def key_of(op: Op, ins: Sequence[TensorType], outs: Sequence[TensorType], attrs:
 
 def tuned_plan(op: Op, device: Device, ins: Sequence[TensorType], outs: Sequence[TensorType],
                attrs: dict[str, Any], replan: Callable[[], Plan], tune: bool | None = None) -> Plan:
-    """The op's plan on ``device`` (``replan()`` makes it) with its tiled launches on the stored or measured
-    micro-tile edge; the plan of the static rule where it has no tiled launch of ``MIN_WORK`` multiply-adds or
-    more, where the device's shared memory takes one edge only, or where nothing is stored and timing is off
-    (``tune``; default ``enabled(device)``)."""
+    """The op's plan on ``device`` (``replan()`` makes it) with its products and convolutions on the stored or
+    measured kernel shape; the plan of the static rule where it has no such launch of ``MIN_WORK`` multiply-adds or
+    more, where the device takes one shape only, or where nothing is stored and timing is off (``tune``; default
+    ``enabled(device)``)."""
     with tiles.noting() as work:
         plan = replan()
     if not isinstance(device, Device) or device.info.kernel_language == "python" or not work or max(work) < MIN_WORK:
         return plan
-    candidates = [e for e in tiles.MICRO_EDGES if _takes(replan, e)]
+    default = edge_of(plan)
+    candidates = [e for e in tiles.MICRO_EDGES if _takes(replan, e)] + ([tiles.REGISTER] if default == tiles.REGISTER
+                                                                        else [])
     if len(candidates) < 2:
         return plan
     key = key_of(op, ins, outs, attrs)
@@ -76,7 +79,6 @@ def tuned_plan(op: Op, device: Device, ins: Sequence[TensorType], outs: Sequence
         return forced_plan(replan, int(stored["micro"]))
     if not (enabled(device) if tune is None else tune):
         return plan
-    default = edge_of(plan)
     times = {e: time_plan(op, device, ins, outs, attrs, forced_plan(replan, e)) for e in candidates}
     best = choose(times, default)
     if best is None:
@@ -88,8 +90,8 @@ def tuned_plan(op: Op, device: Device, ins: Sequence[TensorType], outs: Sequence
 
 
 def choose(times: Mapping[int, float], default: int | None) -> int | None:
-    """The edge to keep from seconds by edge (inf where it failed): the fastest, unless the static rule's
-    ``default`` is within ``MARGIN`` of it; None where every edge failed."""
+    """The shape to keep from seconds by shape (inf where it failed): the fastest, unless the static rule's
+    ``default`` is within ``MARGIN`` of it; None where every shape failed."""
     finite = {e: t for e, t in times.items() if math.isfinite(t)}
     if not finite:
         return None
@@ -100,7 +102,7 @@ def choose(times: Mapping[int, float], default: int | None) -> int | None:
 
 
 def forced_plan(replan: Callable[[], Plan], micro: int) -> Plan:
-    """``replan()`` with ``micro`` forced on its tiled launches (where shared memory takes it)."""
+    """``replan()`` with the kernel shape ``micro`` forced (a tiled edge where shared memory takes it)."""
     with tiles.forcing(micro):
         return replan()
 
@@ -111,12 +113,15 @@ def _takes(replan: Callable[[], Plan], micro: int) -> bool:
 
 
 def edge_of(plan: Plan) -> int | None:
-    """The micro-tile edge of the plan's tiled launches (their ``TM`` define), None where it has none."""
+    """The kernel shape of the plan's product or convolution launches: ``tiles.REGISTER`` for the register-blocked
+    kernels, else the micro-tile edge of its tiled launches (their ``TM`` define); None where it has neither."""
     for step in plan.steps:
         spec = getattr(step, "spec", None)
-        for name, value in getattr(spec, "defines", ()) or ():
-            if name == "TM":
-                return int(value)
+        defines = dict(getattr(spec, "defines", ()) or ())
+        if tiles.REGISTER_DEFINE[0] in defines:
+            return tiles.REGISTER
+        if "TM" in defines and spec.shared:
+            return int(defines["TM"])
     return None
 
 

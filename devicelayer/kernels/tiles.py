@@ -1,10 +1,11 @@
-"""Which tile shape the tiled GEMM and convolution kernels use: the ops' static rule, a measured choice, or one
-forced while a plan is measured.
+"""Which kernel shape products and convolutions use: the tiled kernels with one of their micro-tile edges, or the
+register-blocked kernels (``REGISTER``); the ops' static rule, a measured choice, or one forced while a plan is
+measured.
 
-The ops ask ``micro_tile`` (``ops/matmul.py``) while they plan.  It answers with the micro-tile edge forced on this
-thread (``forcing``: what ``tile_tuning`` does while it times each candidate), else with its static rule; and it
-notes on this thread how much work the tiled launches it answered for do (``noting``), so that the tuner knows a
-plan is worth timing.  Nothing here touches a device.
+The ops ask ``register_kernels`` and ``micro_tile`` (``ops/matmul.py``) while they plan.  Those answer with the
+shape forced on this thread (``forcing``: what ``tile_tuning`` does while it times each candidate), else with their
+static rule; and the ops note on this thread how much work the launches so chosen do (``noting``), so that the
+tuner knows a plan is worth timing.  Nothing here touches a device.
 """
 
 from __future__ import annotations
@@ -15,21 +16,27 @@ from typing import Iterator
 
 #: the micro-tile edges the tiled kernels are built for: 32 x 32, 64 x 64 and 128 x 128 output tiles per group
 MICRO_EDGES = (2, 4, 8)
+#: the shape that stands for the register-blocked kernels (``gemm_register.dlk``, ``conv_register.dlk``,
+#: ``conv_rows.dlk``: no tiles, no shared memory)
+REGISTER = 0
+#: the define that marks a register-blocked kernel's spec
+REGISTER_DEFINE = ("REGISTER", 1)
 
 _state = threading.local()
 
 
 def forced() -> int | None:
-    """The micro-tile edge forced on this thread, or None."""
+    """The shape forced on this thread (a micro-tile edge or ``REGISTER``), or None."""
     return getattr(_state, "forced", None)
 
 
 @contextlib.contextmanager
 def forcing(micro: int) -> Iterator[None]:
-    """Every tiled launch planned on this thread inside the block takes ``micro`` (where its shared memory
-    takes it: ``micro_tile`` checks)."""
-    if micro not in MICRO_EDGES:
-        raise ValueError(f"micro-tile edge {micro!r} is not one of {MICRO_EDGES}")
+    """Every product and convolution planned on this thread inside the block takes ``micro``: the tiled kernels
+    with that micro-tile edge (where their shared memory takes it: ``micro_tile`` checks), or the register-blocked
+    kernels for ``REGISTER`` (where the op has them)."""
+    if micro not in MICRO_EDGES and micro != REGISTER:
+        raise ValueError(f"kernel shape {micro!r} is not one of {MICRO_EDGES} or REGISTER ({REGISTER})")
     before = forced()
     _state.forced = micro
     try:
@@ -39,7 +46,7 @@ def forcing(micro: int) -> Iterator[None]:
 
 
 def note(work: int) -> None:
-    """Record that a tiled launch of ``work`` multiply-adds was planned (inside ``noting``)."""
+    """Record that a product or convolution launch of ``work`` multiply-adds was planned (inside ``noting``)."""
     seen = getattr(_state, "noted", None)
     if seen is not None:
         seen.append(work)
@@ -47,7 +54,8 @@ def note(work: int) -> None:
 
 @contextlib.contextmanager
 def noting() -> Iterator[list[int]]:
-    """The work of every tiled launch planned on this thread inside the block, as a list filled in."""
+    """The work of every product and convolution launch planned on this thread inside the block, as a list
+    filled in."""
     before = getattr(_state, "noted", None)
     seen: list[int] = []
     _state.noted = seen

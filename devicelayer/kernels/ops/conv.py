@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .. import tiles as _tiles
 from ..dialect import KernelSpec, Param, dialect_type
 from ..op import (ALLOW_TF32, Launch, Op, Plan, TensorType, get, groups_for, local_1d, parallel, register,
                   tf32_attr)
@@ -24,7 +25,7 @@ from . import epilogue as _epilogue
 from . import matmul as _mm
 from .coverage import device_gap
 from .epilogue import Epilogue
-from .matmul import (GEMM_SCALAR_BYTES, GROUP_SIZE, INTEGER_OPERANDS, gemm_steps, integer_shared, kernel_source,
+from .matmul import (GEMM_SCALAR_BYTES, GROUP_SIZE, INTEGER_OPERANDS, gemm_steps, integer_shared,
                      tiled_defines, tiled_fits, tiled_shared, zero_point_stride)
 from .elementwise import relu_into
 from .windows import as_rows, padded, rows, runs, windows
@@ -148,19 +149,43 @@ class _ConvBase(Op):
             return Plan(gemm_steps(info, elem, Mg, P, Cg, Cg, 1, P, 1, batch, 1.0, 1.0,
                                    (2, 1, 0) if has_bias else None, ("in", 1), ("in", 0), ("out", 0),
                                    epilogue=epilogue, epilogue_args=extra))
-        tiled = tiled_fits(info) and Mg >= 16 and NB * P >= 16
-        micro = _mm.micro_tile(info, Mg, NB * P, G, Cg * math.prod(w[2:]), elem) if tiled else 4
-        defines = tiled_defines(micro, tiled and _mm.tile_runs(info)) + window + (("TRANSPOSED", int(self.transposed)),
-                                                   ("HAS_BIAS", int(has_bias)), ("INTEGER", 0))
-        spec = _conv_spec(self.name, tiled, micro, (elem, elem), has_bias, defines, epilogue)
         args = ([("in", 0), ("in", 1)] + ([("in", 2)] if has_bias else []) + extra + [("out", 0)] + sizes
                 + list(epilogue.values if epilogue else ()))
+        if not self.transposed and _mm.register_kernels(info):
+            _tiles.note(NB * G * Mg * P * Cg * math.prod(w[2:]))
+            marks = window + (("HAS_BIAS", int(has_bias)), _tiles.REGISTER_DEFINE)
+            if Cg == 1 and len(inputs) < 4 and elem in ("float", "f64"):
+                # one input channel per group, no summand: a row of y per work item, accumulated in place
+                spec = _conv_spec(self.name, "rows", (elem, elem), has_bias, marks, epilogue)
+                rows = NB * G * Mg * math.prod(y[2:-1])
+                local = _mm.register_local(info, rows)
+                return Plan([Launch(spec, tuple(args), groups_for(rows, local, info), (local,))])
+            OD, OH, OW = sizes[-3:]
+            tm, tr, tn = register_block(Mg, OH, OW)
+            spec = _conv_spec(self.name, "register", (elem, elem), has_bias,
+                              (("TM", tm), ("TR", tr), ("TN", tn), ("C1", int(Cg == 1))) + marks, epilogue)
+            blocks = NB * G * -(-Mg // tm) * OD * -(-OH // tr) * -(-OW // tn)
+            local = _mm.register_local(info, blocks)
+            return Plan([Launch(spec, tuple(args), groups_for(blocks, local, info), (local,))])
+        tiled = tiled_fits(info) and Mg >= 16 and NB * P >= 16
+        micro = _mm.micro_tile(info, Mg, NB * P, G, Cg * math.prod(w[2:]), elem) if tiled else 4
+        defines = ((tiled_defines(micro, _mm.tile_runs(info)) if tiled else ()) + window
+                   + (("TRANSPOSED", int(self.transposed)), ("HAS_BIAS", int(has_bias)), ("INTEGER", 0)))
+        spec = _conv_spec(self.name, f"tiled{micro}" if tiled else "direct", (elem, elem), has_bias, defines, epilogue)
         if tiled:
             ntiles = -(-Mg // (16 * micro)) * -(-(NB * P) // (16 * micro)) * G
             groups = max(1, min(ntiles, info.max_work_groups[0], 65535 * 16))
             return Plan([Launch(spec, tuple(args), (groups * GROUP_SIZE,), (GROUP_SIZE,))])
         local = local_1d(info)
         return Plan([Launch(spec, tuple(args), groups_for(NB * G * Mg * P, local, info), (local,))])
+
+
+def register_block(channels: int, rows: int, cols: int) -> tuple[int, int, int]:
+    """The (channels, rows, columns) of output a work item of ``conv_register.dlk`` computes: the product kernel's
+    block of channels and columns (``matmul.register_block``), and as many rows as keep about 64 accumulators
+    (several for a depthwise convolution, so that its few multiply-adds a tap outweigh decoding the block)."""
+    tm, tn = _mm.register_block(channels, cols)
+    return tm, max(1, min(64 // (tm * tn), rows)), tn
 
 
 def _geometry(inputs: Sequence[TensorType], outputs: Sequence[TensorType],
@@ -198,12 +223,18 @@ def _epilogue_attrs(op: Op, inputs: Sequence[TensorType], outputs: Sequence[Tens
     return _epilogue.check(op, outputs[0], extras, {"epilogue": tuple(steps), "epilogue_inputs": len(extras)})
 
 
+#: the conv kernels: name -> (shader, shares memory between a work-group's items, reads y back)
+_KERNELS = {"tiled": ("conv_tiled.dlk", True, False), "direct": ("conv_direct.dlk", False, False),
+            "register": ("conv_register.dlk", False, False), "rows": ("conv_rows.dlk", False, True)}
+
+
 @functools.lru_cache(maxsize=256)
-def _conv_spec(kind: str, tiled: bool, micro: int, types: tuple[str, str], has_bias: bool,
+def _conv_spec(kind: str, kernel: str, types: tuple[str, str], has_bias: bool,
                defines: tuple[tuple[str, int], ...], epilogue: Epilogue | None = None) -> KernelSpec:
-    """The kernel of op ``kind`` for one layer geometry (cached: plans are made on every eager call); ``types``
-    are X's and W's dialect types (``conv_integer`` takes zero points after them and accumulates in int); an
-    epilogue's buffers come before y, its scalars last."""
+    """The kernel of op ``kind`` for one layer geometry (cached: plans are made on every eager call): ``kernel``
+    is one of ``_KERNELS``, "tiled" with its micro-tile edge ("tiled4"); ``types`` are X's and W's dialect
+    types (``conv_integer`` takes zero points after them and accumulates in int); an epilogue's buffers come
+    before y, its scalars last."""
     integer = kind == "conv_integer"
     elem = "int" if integer else types[0]
     params = [Param("x", types[0]), Param("w", types[1])]
@@ -212,18 +243,20 @@ def _conv_spec(kind: str, tiled: bool, micro: int, types: tuple[str, str], has_b
     if has_bias:
         params.append(Param("bias", elem))
     params += list(epilogue.buffers) if epilogue else []
-    params.append(Param("y", elem, "out"))
+    shader, tiled, reads_y = _KERNELS[kernel.rstrip("0123456789")]
+    params.append(Param("y", elem, "inout" if reads_y else "out"))
     params += [Param(n, "int", "scalar") for n in _SCALARS]
     params += list(epilogue.scalars) if epilogue else []
     geometry = "_".join(str(v).replace("-", "m") for k, v in defines if k[0] in "KSPD" and k[1:] in "DHW")
-    layout = "r" if dict(defines).get("RUNS") else ""
-    name = (f"{kind}_{f'tiled{micro}{layout}' if tiled else 'direct'}_{'_'.join(dict.fromkeys(types))}"
+    given = dict(defines)
+    shape = (f"{given['TM']}x{given['TR']}x{given['TN']}{'c1' if given['C1'] else ''}" if kernel == "register"
+             else "r" if given.get("RUNS") else "")
+    name = (f"{kind}_{kernel}{shape}_{'_'.join(dict.fromkeys(types))}"
             f"{'_bias' if has_bias else ''}{f'_ep{epilogue.digest}' if epilogue else ''}_{geometry}")
-    source = kernel_source("conv_tiled.dlk" if tiled else "conv_direct.dlk")
-    if epilogue:
-        source = source.replace("\nDL_EPILOGUE\n", "\n" + epilogue.text)
-        defines += (("EPILOGUE", 1),)
+    source, extra = _mm.with_epilogue(shader, epilogue)
+    defines += extra
     if tiled:
+        micro = given["TM"]
         shared = integer_shared(micro) if integer else tiled_shared(elem, micro)
         return KernelSpec(name, tuple(params), source, elem=elem, shared=shared, local_size=(GROUP_SIZE,),
                           defines=defines)
@@ -608,10 +641,10 @@ class ConvInteger(Conv):
         wzs = zero_point_stride(self, inputs[3], inputs[1].shape[0], "w_zero_point")
         tiled = tiled_fits(info) and Mg >= 16 and NB * P >= 16
         micro = _mm.micro_tile(info, Mg, NB * P, G, sizes[1] * math.prod(inputs[1].shape[2:]), "int") if tiled else 4
-        defines = tiled_defines(micro, tiled and _mm.tile_runs(info)) + window + (
+        defines = (tiled_defines(micro, _mm.tile_runs(info)) if tiled else ()) + window + (
             ("TRANSPOSED", 0), ("HAS_BIAS", int(has_bias)), ("INTEGER", 1), ("WZS", wzs))
-        spec = _conv_spec(self.name, tiled, micro, (dialect_type(inputs[0].dtype), dialect_type(inputs[1].dtype)),
-                          has_bias, defines)
+        spec = _conv_spec(self.name, f"tiled{micro}" if tiled else "direct",
+                          (dialect_type(inputs[0].dtype), dialect_type(inputs[1].dtype)), has_bias, defines)
         args = tuple([("in", i) for i in range(len(inputs))] + [("out", 0)] + sizes)
         if tiled:
             ntiles = -(-Mg // (16 * micro)) * -(-(NB * P) // (16 * micro)) * G

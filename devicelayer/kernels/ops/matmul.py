@@ -58,7 +58,7 @@ def micro_tile(info: DeviceInfo, rows: int, cols: int, batch: int, depth: int, e
     each); else 4 (64 x 64).  The product's work is noted for the tuner (``tiles.noting``)."""
     _tiles.note(rows * cols * batch * max(depth, 1))
     chosen = _tiles.forced()
-    if chosen is not None and info.local_memory >= tiled_shared_bytes(elem, chosen):
+    if chosen in _tiles.MICRO_EDGES and info.local_memory >= tiled_shared_bytes(elem, chosen):
         return chosen
     if info.device_type == "cpu":
         large = depth >= CPU_MICRO_DEPTH and rows * cols >= CPU_MICRO_OUTPUT
@@ -128,12 +128,9 @@ def _wide(arrays: Sequence[np.ndarray]) -> tuple[list[np.ndarray], np.dtype]:
 
 
 # -- the GEMM kernels ---------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=256)
-def gemm_spec(elem: str, tiled: bool, a_mfast: bool = False, b_nfast: bool = True,
-              has_bias: bool = False, micro: int = 4, epilogue: Epilogue | None = None,
-              runs: bool = False) -> KernelSpec:
-    """The GEMM kernel for element type ``elem`` (tiled or direct; layout, bias, micro-tile (edge and ``runs``,
-    ``tile_runs``) and epilogue variants: an epilogue's buffers come before y, its scalars last)."""
+def _float_params(has_bias: bool, epilogue: Epilogue | None) -> tuple[Param, ...]:
+    """The float GEMM kernels' parameters: a, b, the bias, an epilogue's buffers, y, the sizes and strides, alpha,
+    beta, the bias strides, an epilogue's scalars."""
     params = [Param("a", "T", "in"), Param("b", "T", "in")]
     if has_bias:
         params.append(Param("bias", "T", "in"))
@@ -143,21 +140,48 @@ def gemm_spec(elem: str, tiled: bool, a_mfast: bool = False, b_nfast: bool = Tru
     params += [Param("alpha", "float", "scalar"), Param("beta", "float", "scalar"),
                Param("s_cm", "int", "scalar"), Param("s_cn", "int", "scalar")]
     params += list(epilogue.scalars) if epilogue else []
-    tail = f"{'_bias' if has_bias else ''}{f'_ep{epilogue.digest}' if epilogue else ''}"
-    extra = (("EPILOGUE", 1),) if epilogue else ()
+    return tuple(params)
 
-    def source(name: str) -> str:
-        text = kernel_source(name)
-        return text.replace("\nDL_EPILOGUE\n", "\n" + epilogue.text) if epilogue else text
+
+def with_epilogue(name: str, epilogue: Epilogue | None) -> tuple[str, tuple[tuple[str, int], ...]]:
+    """A kernel body from ``shaders/`` with ``epilogue`` in place of its DL_EPILOGUE line, and the defines that
+    switch it on."""
+    text = kernel_source(name)
+    if not epilogue:
+        return text, ()
+    return text.replace("\nDL_EPILOGUE\n", "\n" + epilogue.text), (("EPILOGUE", 1),)
+
+
+@functools.lru_cache(maxsize=256)
+def gemm_spec(elem: str, tiled: bool, a_mfast: bool = False, b_nfast: bool = True,
+              has_bias: bool = False, micro: int = 4, epilogue: Epilogue | None = None,
+              runs: bool = False) -> KernelSpec:
+    """The GEMM kernel for element type ``elem`` (tiled or direct; layout, bias, micro-tile (edge and ``runs``,
+    ``tile_runs``) and epilogue variants: an epilogue's buffers come before y, its scalars last)."""
+    params = _float_params(has_bias, epilogue)
+    tail = f"{'_bias' if has_bias else ''}{f'_ep{epilogue.digest}' if epilogue else ''}"
     if tiled:
+        body, extra = with_epilogue("gemm_tiled.dlk", epilogue)
         name = f"gemm_tiled{micro}{'r' if runs else ''}_{elem}_{'m' if a_mfast else 'k'}{'n' if b_nfast else 'k'}{tail}"
-        return KernelSpec(name, tuple(params), source("gemm_tiled.dlk"), elem=elem,
-                          shared=tiled_shared(elem, micro), local_size=(GROUP_SIZE,),
+        return KernelSpec(name, params, body, elem=elem, shared=tiled_shared(elem, micro), local_size=(GROUP_SIZE,),
                           defines=tiled_defines(micro, runs) + (("A_MFAST", int(a_mfast)), ("B_NFAST", int(b_nfast)),
-                                                          ("HAS_BIAS", int(has_bias)), ("INTEGER", 0)) + extra)
-    name = f"gemm_small_{elem}{tail}"
-    return KernelSpec(name, tuple(params), source("gemm_small.dlk"), elem=elem,
+                                                                ("HAS_BIAS", int(has_bias)), ("INTEGER", 0)) + extra)
+    body, extra = with_epilogue("gemm_small.dlk", epilogue)
+    return KernelSpec(f"gemm_small_{elem}{tail}", params, body, elem=elem,
                       defines=(("HAS_BIAS", int(has_bias)), ("INTEGER", 0)) + extra)
+
+
+@functools.lru_cache(maxsize=256)
+def register_gemm_spec(elem: str, block: tuple[int, int], b_unit: bool, has_bias: bool = False,
+                       epilogue: Epilogue | None = None) -> KernelSpec:
+    """The register-blocked GEMM kernel (``gemm_register.dlk``: a ``block`` of (rows, columns) of y per work item,
+    no shared memory) for element type ``elem``; ``b_unit``: B's columns are adjacent (``s_bn == 1``)."""
+    body, extra = with_epilogue("gemm_register.dlk", epilogue)
+    name = (f"gemm_register{block[0]}x{block[1]}_{elem}_{'u' if b_unit else 's'}{'_bias' if has_bias else ''}"
+            f"{f'_ep{epilogue.digest}' if epilogue else ''}")
+    return KernelSpec(name, _float_params(has_bias, epilogue), body, elem=elem,
+                      defines=(("TM", block[0]), ("TN", block[1]), ("B_UNIT", int(b_unit)),
+                               ("HAS_BIAS", int(has_bias)), ("INTEGER", 0), _tiles.REGISTER_DEFINE) + extra)
 
 
 @functools.lru_cache(maxsize=64)
@@ -222,16 +246,44 @@ def gemm_steps(info: DeviceInfo, elem: str, M: int, N: int, K: int, s_am: int, s
     if M * N == 0:
         return []
     work = M * N * max(K, 1) * math.prod(d[0] for d in dims)
+    tail = (float(alpha), float(beta), bias[1] if bias else 0, bias[2] if bias else 0)
+    tail += epilogue.values if epilogue else ()
+    buffers = [a_arg, b_arg] + ([("in", bias[0])] if bias else []) + list(epilogue_args) + [y_arg]
+    strides = (s_am, s_ak, s_bk, s_bn)
+    if register_kernels(info):
+        _tiles.note(work)
+        block = register_block(M, N)
+        spec = register_gemm_spec(elem, block, s_bn == 1, bias is not None, epilogue)
+        return _batched_launches(info, spec, buffers, tail, M, N, K, strides, dims, block=block)
     tiled = tiled_fits(info) and min(M, N) >= 16 and work >= 1 << 16
     a_mfast = s_am == 1 and s_ak != 1
     b_nfast = s_bn == 1 or s_bk != 1
     nbatch = math.prod(d[0] for d in dims[-2:])
     micro = micro_tile(info, M, N, nbatch, K, elem) if tiled else 4
     spec = gemm_spec(elem, tiled, a_mfast, b_nfast, bias is not None, micro, epilogue, tiled and tile_runs(info))
-    tail = (float(alpha), float(beta), bias[1] if bias else 0, bias[2] if bias else 0)
-    tail += epilogue.values if epilogue else ()
-    buffers = [a_arg, b_arg] + ([("in", bias[0])] if bias else []) + list(epilogue_args) + [y_arg]
-    return _batched_launches(info, spec, buffers, tail, M, N, K, (s_am, s_ak, s_bk, s_bn), dims, tiled, micro)
+    return _batched_launches(info, spec, buffers, tail, M, N, K, strides, dims, tiled, micro)
+
+
+def register_block(M: int, N: int) -> tuple[int, int]:
+    """The (rows, columns) block of y a work item of the register-blocked GEMM computes: 8 x 8 (64 accumulators,
+    eight 8-wide vector multiply-adds a step), narrower where y has fewer rows or columns."""
+    return (8 if M >= 8 else 4 if M >= 4 else 1), (8 if N >= 8 else 4 if N >= 4 else 1)
+
+
+def register_kernels(info: DeviceInfo) -> bool:
+    """Whether float products and convolutions run on the register-blocked kernels (``gemm_register.dlk``,
+    ``conv_register.dlk``, ``conv_rows.dlk``) rather than the tiled ones: the shape forced on this thread
+    (``tiles.forcing``), else on CPU devices, where the tiled kernels' shared-memory staging and barriers cost more
+    than they save (PoCL: MobileNetV2's 1x1 products 4-10x faster, lavapipe 2-3x)."""
+    chosen = _tiles.forced()
+    return chosen == _tiles.REGISTER if chosen is not None else info.device_type == "cpu"
+
+
+def register_local(info: DeviceInfo, items: int) -> int:
+    """A 1-D work-group size for ``items`` work items of a register-blocked kernel: large enough to spend little on
+    scheduling groups, small enough to give each compute unit several groups."""
+    want = items // (4 * max(1, info.compute_units))
+    return local_1d(info, max(1, min(64, 1 << max(0, want.bit_length() - 1))))
 
 
 def integer_gemm_steps(info: DeviceInfo, a_type: str, b_type: str, M: int, N: int, K: int, s_am: int, s_ak: int,
@@ -252,15 +304,20 @@ def integer_gemm_steps(info: DeviceInfo, a_type: str, b_type: str, M: int, N: in
 
 
 def _batched_launches(info: DeviceInfo, spec: KernelSpec, buffers: Sequence[Any], tail: tuple, M: int, N: int,
-                      K: int, strides: tuple[int, int, int, int], dims: list[tuple[int, int, int]], tiled: bool,
-                      micro: int) -> list[Launch]:
-    """One launch of a GEMM kernel per index of the batch dimensions past the two it walks itself."""
+                      K: int, strides: tuple[int, int, int, int], dims: list[tuple[int, int, int]], tiled: bool = False,
+                      micro: int = 4, block: tuple[int, int] | None = None) -> list[Launch]:
+    """One launch of a GEMM kernel per index of the batch dimensions past the two it walks itself (``block``: the
+    register-blocked kernel's)."""
     outer, inner = dims[:-2], dims[-2:]
     while len(inner) < 2:
         inner.insert(0, (1, 0, 0))
     (nb0, s_a0, s_b0), (nb1, s_a1, s_b1) = inner
     nbatch = nb0 * nb1
-    if tiled:
+    if block is not None:
+        blocks = -(-M // block[0]) * -(-N // block[1]) * nbatch
+        local = (register_local(info, blocks),)
+        global_size = groups_for(blocks, local[0], info)
+    elif tiled:
         ntiles = -(-M // (16 * micro)) * -(-N // (16 * micro)) * nbatch
         groups = max(1, min(ntiles, info.max_work_groups[0], 65535 * 16))
         global_size, local = (groups * GROUP_SIZE,), (GROUP_SIZE,)
