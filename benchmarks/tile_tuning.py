@@ -1,6 +1,7 @@
-"""Tile shapes of the tiled GEMM and convolution kernels per device: each micro-tile edge forced, the static rule's
-edge and the edge tuning keeps (``devicelayer.kernels.tile_tuning``); float32 GEMMs also against cuBLAS through
-CuPy in the same process where a CUDA device is present.
+"""Kernel shapes of products and convolutions per device: each micro-tile edge of the tiled kernels and the
+register-blocked kernels forced (``tiles.REGISTER``, column "register"), the static rule's shape and the shape tuning
+keeps (``devicelayer.kernels.tile_tuning``); float32 GEMMs also against cuBLAS through CuPy in the same process
+where a CUDA device is present.
 
     python -m benchmarks.tile_tuning [--device ID ...] [--gemm N ...] [--conv NAME ...] [--batch B] [--out DIR]
 
@@ -25,12 +26,16 @@ from devicelayer.ops import names  # noqa: F401  (registers the op library)
 
 from benchmarks.common import write_result
 
-#: ResNet-50's convolutions (input channels, size, output channels, kernel, stride) by name
+#: ResNet-50's and MobileNetV2's convolutions (input channels, size, output channels, kernel, stride, groups) by name
 CONVS = {
-    "r50-3x3-64": (64, 56, 64, 3, 1), "r50-3x3-128": (128, 28, 128, 3, 1), "r50-3x3-256": (256, 14, 256, 3, 1),
-    "r50-3x3-512": (512, 7, 512, 3, 1), "r50-1x1-256-64": (256, 56, 64, 1, 1),
-    "r50-1x1-1024-256": (1024, 14, 256, 1, 1), "r50-stem-7x7": (3, 224, 64, 7, 2),
+    "r50-3x3-64": (64, 56, 64, 3, 1, 1), "r50-3x3-128": (128, 28, 128, 3, 1, 1), "r50-3x3-256": (256, 14, 256, 3, 1, 1),
+    "r50-3x3-512": (512, 7, 512, 3, 1, 1), "r50-1x1-256-64": (256, 56, 64, 1, 1, 1),
+    "r50-1x1-1024-256": (1024, 14, 256, 1, 1, 1), "r50-stem-7x7": (3, 224, 64, 7, 2, 1),
+    "mnv2-1x1-144-24": (144, 56, 24, 1, 1, 1), "mnv2-1x1-960-160": (960, 7, 160, 1, 1, 1),
+    "mnv2-dw-144": (144, 56, 144, 3, 1, 144), "mnv2-dw-960": (960, 7, 960, 3, 1, 960),
 }
+#: the kernel shapes timed: the tiled kernels' micro-tile edges, then the register-blocked kernels
+SHAPES = (*tiles.MICRO_EDGES, tiles.REGISTER)
 
 
 def _case_gemm(n: int) -> tuple[str, str, list[TensorType], dict[str, Any], float]:
@@ -39,13 +44,13 @@ def _case_gemm(n: int) -> tuple[str, str, list[TensorType], dict[str, Any], floa
 
 
 def _case_conv(name: str, batch: int) -> tuple[str, str, list[TensorType], dict[str, Any], float]:
-    c, size, m, k, s = CONVS[name]
+    c, size, m, k, s, g = CONVS[name]
     f32 = np.dtype(np.float32)
     pad = k // 2
     out = (size + 2 * pad - k) // s + 1
-    ins = [TensorType((batch, c, size, size), f32), TensorType((m, c, k, k), f32), TensorType((m,), f32)]
-    attrs = {"strides": [s, s], "pads": [pad] * 4}
-    return f"{name} b{batch}", "conv", ins, attrs, 2.0 * batch * m * out * out * c * k * k
+    ins = [TensorType((batch, c, size, size), f32), TensorType((m, c // g, k, k), f32), TensorType((m,), f32)]
+    attrs = {"strides": [s, s], "pads": [pad] * 4, "group": g}
+    return f"{name} b{batch}", "conv", ins, attrs, 2.0 * batch * m * out * out * (c // g) * k * k
 
 
 def _per_call(call: Callable[[], Any], rounds: int, budget: float) -> float:
@@ -67,7 +72,8 @@ def _per_call(call: Callable[[], Any], rounds: int, budget: float) -> float:
 
 def _devicelayer(dev: Any, op_name: str, ins: list[TensorType], attrs: dict[str, Any], rounds: int,
                  budget: float) -> dict[str, Any]:
-    """Seconds per call with each edge forced; the static and kept edges."""
+    """Seconds per call with each kernel shape forced (the tiled edges, and the register-blocked kernels); the
+    static and kept shapes."""
     op = get(op_name)
     attrs, outs = op.prepare(ins, attrs)
     replan = lambda: plan_for(op, dev, ins, outs, attrs)  # noqa: E731
@@ -81,10 +87,10 @@ def _devicelayer(dev: Any, op_name: str, ins: list[TensorType], attrs: dict[str,
     out = dev.pool.allocate(outs[0].size * 4, outs[0].dtype)
     times: dict[int, float] = {}
     try:
-        for edge in tiles.MICRO_EDGES:
+        for edge in SHAPES:
             plan = tile_tuning.forced_plan(replan, edge)
             if tile_tuning.edge_of(plan) != edge:
-                continue  # (the device's shared memory does not take the edge)
+                continue  # (the device's shared memory does not take the edge; no register form: a vendor op)
             temps = [dev.pool.allocate(max(t.size * t.dtype.itemsize, 4), t.dtype) for t in plan.temps]
             compiled = programs(op, dev, plan, ins, outs, attrs)
             times[edge] = _per_call(lambda: execute(op, dev, plan, ins, outs, attrs, bufs, [out], temps, [], compiled),
@@ -159,8 +165,9 @@ def main(argv: list[str] | None = None) -> int:
                            ratio_static=peer / times[got["static"]] if got["static"] in times else None)
             rows.append(row)
             print(row, flush=True)
-    table = Table(title="tiled kernels: ms per call by micro-tile edge (2: 32x32, 4: 64x64, 8: 128x128 tiles)")
-    for col in ("device", "case", "edge 2", "edge 4", "edge 8", "static", "kept", "kept/static", "TFLOP/s",
+    table = Table(title="products and convolutions: ms per call by kernel shape (tiled edges 2: 32x32, 4: 64x64, "
+                        "8: 128x128 tiles; 0: register-blocked)")
+    for col in ("device", "case", "edge 2", "edge 4", "edge 8", "register", "static", "kept", "kept/static", "TFLOP/s",
                 "cuBLAS ms", "ratio"):
         table.add_column(col)
     for r in rows:
@@ -168,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             table.add_row(r["device"], r["case"], r["error"][:60])
             continue
         fmt = lambda v, f="{:.3f}": "" if v is None else f.format(v)  # noqa: E731
-        table.add_row(r["device"], r["case"], *(fmt(r["ms"].get(str(e))) for e in tiles.MICRO_EDGES),
+        table.add_row(r["device"], r["case"], *(fmt(r["ms"].get(str(e))) for e in SHAPES),
                       str(r["static"]), str(r["kept"]), fmt(r["kept_over_static"], "{:.2f}x"),
                       fmt(r["tflops_kept"], "{:.2f}"), fmt(r.get("peer_ms")), fmt(r.get("ratio_kept"), "{:.2f}"))
     Console(width=160).print(table)

@@ -8,7 +8,7 @@ A body is C that all three languages share (declarations, ``for``, ``if``,
 | ``GID(d)``, ``LID(d)``, ``GROUP(d)``, ``LSIZE(d)``, ``NGROUPS(d)`` | global / local id, group id, group size, group count in dimension ``d`` (0-2), as ``int`` |
 | ``BARRIER()`` | work-group barrier over shared memory |
 | ``FOR_EACH(i, n)`` | grid-stride loop: ``i`` runs over ``0..n-1`` spread across every work item launched |
-| ``UNROLL`` | before a loop of constant trip count: unroll it fully (CUDA C and OpenCL C; a no-op in GLSL), so that an array it indexes stays in registers |
+| ``UNROLL`` | before a loop of constant trip count: unroll it fully (a hint: ``#pragma unroll``, GLSL's ``[[unroll]]``), so that an array it indexes stays in registers |
 | ``CAST(type, v)`` | conversion |
 | ``T``, ``ACC`` | the kernel's element type and its compute type (``float`` for half) |
 | ``TO_ACC(v)``, ``FROM_ACC(v)`` | element type to compute type and back |

@@ -177,7 +177,7 @@ _GLSL_PRELUDE = r"""
 #define NGROUPS(d) int(gl_NumWorkGroups[d])
 #define BARRIER() { memoryBarrierShared(); barrier(); }
 #define FOR_EACH(i, n) for (int i = GID(0); i < (n); i += NGROUPS(0) * LSIZE(0))
-#define UNROLL
+#define UNROLL [[unroll]]
 #define CAST(t, v) t(v)
 #define DL_INF uintBitsToFloat(0x7F800000u)
 #define DL_NAN uintBitsToFloat(0x7FC00000u)
@@ -387,7 +387,8 @@ def render_glsl(spec: KernelSpec, float64: bool = False) -> str:
     """GLSL 450 compute: buffers as std430 bindings in order, scalars as push constants in order (``float64``:
     the device computes in double, which float division uses)."""
     used = spec.dtypes_used()
-    head = ["#version 450\n", f"#pragma kernel {spec.name}\n"]
+    head = ["#version 450\n", f"#pragma kernel {spec.name}\n",
+            "#extension GL_EXT_control_flow_attributes : enable\n"]  # (UNROLL's [[unroll]])
     if "float16" in used:
         head.append("#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n"
                     "#extension GL_EXT_shader_16bit_storage : require\n")
