@@ -131,8 +131,8 @@ typedef ushort u16;
 #define CAST(t, v) ((t)(v))
 #define DL_INF INFINITY
 #define DL_NAN NAN
-#define dl_max(a, b) (((a) > (b) || isnan(a)) ? (a) : (b))
-#define dl_min(a, b) (((a) < (b) || isnan(a)) ? (a) : (b))
+#define dl_max(a, b) (((a) > (b) || (a) != (a)) ? (a) : (b))
+#define dl_min(a, b) (((a) < (b) || (a) != (a)) ? (a) : (b))
 #define dl_isnan(x) isnan(x)
 #define dl_rsqrt(x) rsqrt(x)
 #define dl_abs(x) fabs(x)
