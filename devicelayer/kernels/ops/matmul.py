@@ -279,11 +279,17 @@ def register_kernels(info: DeviceInfo) -> bool:
     return chosen == _tiles.REGISTER if chosen is not None else info.device_type == "cpu"
 
 
+#: work-group size of the register-blocked kernels where the launch gives every compute unit four groups of it
+REGISTER_GROUP = 16
+
+
 def register_local(info: DeviceInfo, items: int) -> int:
-    """A 1-D work-group size for ``items`` work items of a register-blocked kernel: large enough to spend little on
-    scheduling groups, small enough to give each compute unit several groups."""
-    want = items // (4 * max(1, info.compute_units))
-    return local_1d(info, max(1, min(64, 1 << max(0, want.bit_length() - 1))))
+    """A 1-D work-group size for ``items`` work items of a register-blocked kernel: ``REGISTER_GROUP``, or 1 where
+    that would leave a compute unit fewer than four groups.  Two sizes only: a CPU driver compiles a kernel once per
+    work-group size it is launched with (PoCL at the first launch, Vulkan a pipeline each), so a size per launch
+    multiplied a model's first run (an OCR classifier's 3 -> 7.6 s on PoCL)."""
+    enough = items >= REGISTER_GROUP * 4 * max(1, info.compute_units)
+    return local_1d(info, REGISTER_GROUP if enough else 1)
 
 
 def integer_gemm_steps(info: DeviceInfo, a_type: str, b_type: str, M: int, N: int, K: int, s_am: int, s_ak: int,
