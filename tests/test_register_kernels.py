@@ -170,11 +170,12 @@ def test_block_shapes():
 
 
 def test_a_work_group_size_leaves_several_groups_a_compute_unit(device):
-    """Two sizes only (a CPU driver compiles a kernel once per work-group size), the larger where every compute
-    unit gets four groups of it."""
+    """Two sizes only (a CPU driver compiles a kernel once per work-group size): the device's SIMD width, and the
+    larger where every compute unit gets four groups of it."""
     _kernel_device(device)
     for items in (1, 7, 100, 5000, 10**7):
         local = mm.register_local(device.info, items)
-        assert local in (1, min(mm.REGISTER_GROUP, device.info.max_work_group_size))
-        assert local == 1 or items // local >= 4 * device.info.compute_units
+        lanes = min(device.info.subgroup_size or 1, mm.REGISTER_GROUP, device.info.max_work_group_size)
+        assert local in (lanes, min(mm.REGISTER_GROUP, device.info.max_work_group_size))
+        assert local == lanes or items // local >= 4 * device.info.compute_units
     assert mm.register_local(device.info, 10**7) > 1 or device.info.max_work_group_size == 1

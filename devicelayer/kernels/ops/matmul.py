@@ -284,12 +284,13 @@ REGISTER_GROUP = 16
 
 
 def register_local(info: DeviceInfo, items: int) -> int:
-    """A 1-D work-group size for ``items`` work items of a register-blocked kernel: ``REGISTER_GROUP``, or 1 where
-    that would leave a compute unit fewer than four groups.  Two sizes only: a CPU driver compiles a kernel once per
-    work-group size it is launched with (PoCL at the first launch, Vulkan a pipeline each), so a size per launch
-    multiplied a model's first run (an OCR classifier's 3 -> 7.6 s on PoCL)."""
+    """A 1-D work-group size for ``items`` work items of a register-blocked kernel: ``REGISTER_GROUP``, or the
+    device's SIMD width (its subgroup size; 1 where it states none) where that would leave a compute unit fewer than
+    four groups.  Two sizes only: a CPU driver compiles a kernel once per work-group size it is launched with (PoCL
+    at the first launch, Vulkan a pipeline each), so a size per launch multiplied a model's first run (an OCR
+    classifier's 3 -> 7.6 s on PoCL); a group narrower than lavapipe's 8 lanes left them idle."""
     enough = items >= REGISTER_GROUP * 4 * max(1, info.compute_units)
-    return local_1d(info, REGISTER_GROUP if enough else 1)
+    return local_1d(info, REGISTER_GROUP if enough else max(1, min(info.subgroup_size or 1, REGISTER_GROUP)))
 
 
 def integer_gemm_steps(info: DeviceInfo, a_type: str, b_type: str, M: int, N: int, K: int, s_am: int, s_ak: int,
