@@ -17,6 +17,8 @@ from devicelayer.kernels.ops import matmul as mm
 from devicelayer.kernels.runner import execute, programs
 from devicelayer.ops import names  # noqa: F401  (registers the library)
 
+from op_cases import reference64
+
 # (op, input shapes, attrs): products and convolutions whose blocks end inside the output on every side
 PRODUCTS = [
     ("matmul", [(70, 45), (45, 37)], {}),  # 8 x 8 blocks, ragged rows and columns
@@ -79,8 +81,7 @@ def _forced(device, name, arrays, attrs, tol):
     finally:
         for b in bufs:
             device.pool.free(b)
-    wide = [a.astype(np.float64) for a in arrays]
-    want = op.reference(wide, op.prepare([TensorType.of(a.shape, a.dtype) for a in wide], dict(attrs))[0])[0]
+    want = reference64(name, arrays, attrs)[0]
     scale = float(np.max(np.abs(want))) if want.size else 1.0
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol * max(1.0, scale))
     return [s.spec for s in plan.steps if isinstance(s, Launch)]
