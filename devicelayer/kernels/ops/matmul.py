@@ -181,7 +181,7 @@ def register_gemm_spec(elem: str, block: tuple[int, int], b_unit: bool, has_bias
             f"{f'_ep{epilogue.digest}' if epilogue else ''}")
     return KernelSpec(name, _float_params(has_bias, epilogue), body, elem=elem,
                       defines=(("TM", block[0]), ("TN", block[1]), ("B_UNIT", int(b_unit)),
-                               ("HAS_BIAS", int(has_bias)), ("INTEGER", 0), _tiles.REGISTER_DEFINE) + extra)
+                               ("HAS_BIAS", int(has_bias)), _tiles.REGISTER_DEFINE) + extra)
 
 
 @functools.lru_cache(maxsize=64)
