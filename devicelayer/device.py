@@ -390,9 +390,10 @@ class Device:
                 else:
                     event = natives
             self._tail = weakref.ref(event)
-        key = id(self)
-        for b in buffers:
-            (b if b.base is None else b.base)._uses[key] = event  # (its root's)
+        if not event._done:  # (a freed buffer waits for pending work only; this device's earlier work is done too)
+            key = id(self)
+            for b in buffers:
+                (b if b.base is None else b.base)._uses[key] = event  # (its root's)
         return event
 
     def _natives(self, wait: tuple[Event, ...], label: str) -> list[Event] | Event | None:

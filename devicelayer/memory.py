@@ -49,6 +49,14 @@ def check_shape(shape: Any, where: str) -> tuple[int, ...]:
 #: host arrays from this size on are checked against the memory the machine has available (reading it costs ~50 us)
 HOST_CHECK_BYTES = 64 << 20
 
+_frees = [0]  # buffers freed in this process (``frees``)
+_frees_lock = threading.Lock()
+
+
+def frees() -> int:
+    """How many buffers this process has freed: what holds buffers checks them again only when it changed."""
+    return _frees[0]
+
 
 def _check_host_room(pool: "MemoryPool", shape: tuple[int, ...], dt: np.dtype) -> None:
     """OutOfMemory for a host array beyond the memory the machine has available: the kernel may hand out more
@@ -467,6 +475,8 @@ class MemoryPool:
             if buffer._freed:
                 raise InvalidArgument("free: buffer was already freed (double free)")
             buffer._freed = True
+        with _frees_lock:
+            _frees[0] += 1
         if buffer._finalizer is not None:
             buffer._finalizer.detach()
             buffer._finalizer = None

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 from .errors import InvalidArgument
 from .events import Event
 from .interrupts import protected
-from .memory import Buffer
+from .memory import Buffer, frees
 
 
 class Item:
@@ -41,6 +41,7 @@ class Recording:
         self.device = device
         self.items: list[Item] = []
         self.buffers: list[Buffer] = []
+        self._frees_seen = -1  # ``memory.frees()`` when the replay last found every buffer alive
         self.native: Any = None
         self.finished = False
         self.released = False
@@ -102,9 +103,12 @@ class Recording:
         if not self.finished:
             raise InvalidArgument(f"recording on {self.device.id}: replay before finish()")
         roots, dev, native = self._roots, self.device, self.native
-        if dev._forked or any(b._freed for b in roots):  # (roots: allocations, whose own flag tells)
-            for b in roots:
-                b.check_alive(f"replay on {dev.id}")
+        seen = frees()
+        if seen != self._frees_seen or dev._forked:  # (a buffer freed since the last check, in any pool)
+            if dev._forked or any(b._freed for b in roots):  # (roots: allocations, whose own flag tells)
+                for b in roots:
+                    b.check_alive(f"replay on {dev.id}")
+            self._frees_seen = seen
         return dev._submit(f"replay of {len(self.items)} item(s) on {dev.id}",
                            lambda waits: dev._replay_recording(native, waits), wait, self._keep, roots)
 

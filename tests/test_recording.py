@@ -89,6 +89,28 @@ def test_recording_misuse(device, rng):
     device.pool.free(v)
 
 
+def test_a_buffer_freed_after_replays_is_refused_on_every_later_replay(device, rng):
+    """Replays check their buffers again whenever any buffer was freed since their last check: one freed elsewhere
+    leaves them running, one of their own refuses them each time, and frees on another device count too."""
+    rec, x, y, z = _chain(device, rng)
+    rec.replay().wait(30)
+    rec.replay().wait(30)
+    other = device.pool.allocate(64, np.float32)
+    device.pool.free(other)
+    rec.replay().wait(30)
+    host = dl.device("host")
+    on_host = host.pool.allocate(64, np.float32)
+    host.pool.free(on_host)
+    rec.replay().wait(30)
+    device.pool.free(y)
+    for _ in range(2):
+        with pytest.raises(dl.InvalidArgument, match="freed"):
+            rec.replay()
+    rec.release()
+    device.pool.free(x)
+    device.pool.free(z)
+
+
 def test_released_recording_refuses_every_use(device, rng):
     """Releasing twice is a typed error, as Device.release of a program is; so is recording into a released
     recording, finished or not."""

@@ -124,7 +124,7 @@ class OnednnBinary(HostVendor):
                 if not np.may_share_memory(b, y) and (a.ctypes.data == y.ctypes.data
                                                       or not np.may_share_memory(a, y)):
                     pa, pb, py = a.ctypes.data, b.ctypes.data, y.ctypes.data
-                    return team_call(lambda keep=(views, y): layer.run(pa, pb, py), True)
+                    return team_call(layer.bind(pa, pb, py, keep=(views, y)), True)
         arrays = [logical(v, t, i == full and i in in_last) for i, (v, t) in enumerate(zip(views, ins))]
         out = logical(y, outs[0], out_last and full is not None)
         if any(np.may_share_memory(x, out) and (x.ctypes.data != out.ctypes.data or x.strides != out.strides)

@@ -105,4 +105,4 @@ class OnednnConv(OnednnOp):
             w = binding.weights.ctypes.data
         x_last, z_last, y_last = 0 in binding.in_last, 3 in binding.in_last, binding.out_last
         prepared = binding.weights is not None
-        return lambda: layer.run(x, w, b, y, z, prepared, x_last, z_last, y_last)
+        return layer.bind(x, w, b, y, z, prepared, x_last, z_last, y_last)

@@ -20,7 +20,7 @@ import functools
 import os
 import sys
 import threading
-from typing import Any, Sequence
+from typing import Any, Callable, Mapping, Sequence, Union
 
 import numpy as np
 
@@ -266,6 +266,7 @@ class _Memory:
         self.handle = ctypes.c_void_p()
         check(self.lib, self.lib.dnnl_memory_create(ctypes.byref(self.handle), md, layer.eng.engine, None),
               "dnnl_memory_create")
+        self.md = md
         self.ptr = 0
 
     def point(self, ptr: int) -> None:
@@ -277,6 +278,28 @@ class _Memory:
         if self.handle:
             self.lib.dnnl_memory_destroy(self.handle)
             self.handle = ctypes.c_void_p()
+
+
+#: one step of a layer's run: (primitive, its args), the address each of the args' memories points at, and what
+#: it is (for errors); or a plain call (a copy between the steps)
+Step = Union[tuple[tuple[Any, tuple[int, Any]], Mapping[_Memory, int], str], Callable[[], object]]
+
+
+class _Bound:
+    """The memories a bound run (``Layer.bind``) points at its operands, released with it; it keeps the layer,
+    whose primitives it runs, alive."""
+
+    def __init__(self, layer: "Layer") -> None:
+        self.layer = layer
+        self.memories: list[_Memory] = []
+        self.keep: Any = None
+
+    def __del__(self) -> None:
+        for m in self.memories:
+            try:
+                m.release()
+            except Exception:
+                pass
 
 
 def tag(rank: int, channels_last: bool) -> int:
@@ -383,6 +406,68 @@ class Layer:
         return len(pairs), (_ExecArg * len(pairs))(*[_ExecArg(a, m.handle.value) for a, m in pairs])
 
     # -- running -----------------------------------------------------------------------------
+    def _steps(self, *operands: Any) -> list[Step]:
+        """What a run on these operands executes, in order (each subclass: ``run``'s arguments)."""
+        raise NotImplementedError
+
+    def run(self, *operands: Any) -> None:
+        """One run on these operands (addresses): each step's memories pointed at them, then executed."""
+        with self.lock:
+            for step in self._steps(*operands):
+                if callable(step):
+                    step()
+                    continue
+                (prim, args), at, what = step
+                for m, ptr in at.items():
+                    m.point(ptr)
+                self._execute(prim, args, what)
+            self._wait()
+
+    def bind(self, *operands: Any, keep: Any = None) -> Callable[[], None]:
+        """``run`` on these fixed operands as one call: each step gets memories of its own pointing at them once,
+        so a call only executes (no pointer set, none of ``run``'s Python: 1-2 us a call of a small model's
+        layers).  The steps still share the layer's scratch memory, under its lock.  ``keep``: what the call
+        holds while it lives (the arrays at those addresses)."""
+        own = _Bound(self)
+        own.keep = keep
+        lib, stream, synchronous = self.lib, self.eng.stream, self.eng.synchronous
+        execute = lib.dnnl_primitive_execute
+        calls: list[Any] = []
+        for step in self._steps(*operands):
+            if callable(step):
+                calls.append((step, None, None, None))
+                continue
+            (prim, (n, args)), at, what = step
+            swap = {}
+            for m, ptr in at.items():
+                copy = _Memory(self, m.md)
+                own.memories.append(copy)
+                copy.point(ptr)
+                swap[m.handle.value] = copy.handle.value
+            mine = (_ExecArg * n)(*[_ExecArg(a.arg, swap.get(a.memory, a.memory)) for a in args])
+            calls.append((prim, mine, n, what))
+        lock = self.lock
+        if len(calls) == 1 and calls[0][1] is not None and synchronous:
+            prim, mine, n, what = calls[0]
+
+            def one(own: _Bound = own) -> None:
+                with lock:
+                    status = execute(prim, stream, n, mine)
+                if status:
+                    check(lib, status, what)
+            return one
+
+        def steps(own: _Bound = own) -> None:
+            with lock:
+                for prim, mine, n, what in calls:
+                    if mine is None:
+                        prim()
+                    else:
+                        check(lib, execute(prim, stream, n, mine), what)
+                if not synchronous:
+                    check(lib, lib.dnnl_stream_wait(stream), "dnnl_stream_wait")
+        return steps
+
     def _execute(self, prim: Any, args: tuple[int, Any], what: str) -> None:
         check(self.lib, self.lib.dnnl_primitive_execute(prim, self.eng.stream, args[0], args[1]), what)
 
@@ -474,7 +559,7 @@ class ConvLayer(Layer):
         args = [(ARG_SRC, self.m_x_last), (ARG_WEIGHTS, self.m_w_chosen), (ARG_DST, self.m_y_last)]
         if bias:
             args.append((ARG_BIAS, self.m_b))
-        self.conv_args = self._args(args + self._scratchpad(pd))
+        self.forward = (self.conv, self._args(args + self._scratchpad(pd)))
 
     def takes_weights_of(self, other: Layer) -> bool:
         """Whether ``other`` is a convolution whose prepared weights have this one's layout."""
@@ -495,38 +580,32 @@ class ConvLayer(Layer):
                 self._wait()
         return out
 
-    def run(self, x: int, w: int, b: int, y: int, z: int, prepared: bool, x_last: bool = False,
-            z_last: bool = False, y_last: bool = False) -> None:
+    def _steps(self, x: int, w: int, b: int, y: int, z: int, prepared: bool, x_last: bool = False,
+               z_last: bool = False, y_last: bool = False) -> list[Step]:
         """Y = relu(conv(X, W) + B + Z) at these addresses (B, Z, ReLU as built).  ``prepared``: W is already in
         the convolution's layout (``prepare_weights``); ``x_last``, ``z_last``, ``y_last``: that tensor is
         channels-last (NHWC) in memory, else NCHW."""
-        with self.lock:
-            if prepared or self.w_reorder is None:
-                self.m_w_chosen.point(w)
+        steps: list[Step] = []
+        if not (prepared or self.w_reorder is None):
+            scratch = self.w_scratch.ctypes.data
+            steps.append((self.w_reorder, {self.m_w: w, self.m_w_chosen: scratch}, "weight reorder"))
+            w = scratch
+        if not (x_last or self.x_same):
+            scratch = self._scratch("_x_scratch", self.x_bytes)
+            steps.append((self.to_last, {self.m_x: x, self.m_x_last: scratch}, "input reorder"))
+            x = scratch
+        direct = y_last or self.y_same  # the convolution writes Y itself
+        out = y if direct else self._scratch("_y_scratch", self.y_bytes)
+        if z:  # Z goes where the sum post-op adds to
+            if z_last or self.y_same:
+                if z != out:
+                    steps.append(lambda n=self.y_bytes: ctypes.memmove(out, z, n))
             else:
-                self.m_w.point(w)
-                self.m_w_chosen.point(self.w_scratch.ctypes.data)
-                self._execute(*self.w_reorder, "weight reorder")
-            if self.m_b is not None:
-                self.m_b.point(b)
-            if x_last or self.x_same:
-                self.m_x_last.point(x)
-            else:
-                self.m_x.point(x)
-                self.m_x_last.point(self._scratch("_x_scratch", self.x_bytes))
-                self._execute(*self.to_last, "input reorder")
-            direct = y_last or self.y_same  # the convolution writes Y itself
-            out = y if direct else self._scratch("_y_scratch", self.y_bytes)
-            self.m_y_last.point(out)
-            if z:  # Z goes where the sum post-op adds to
-                if z_last or self.y_same:
-                    if z != out:
-                        ctypes.memmove(out, z, self.y_bytes)
-                else:
-                    self.m_y.point(z)
-                    self._execute(*self.y_to_last, "summand reorder")
-            self._execute(self.conv, self.conv_args, "convolution")
-            if not direct:
-                self.m_y.point(y)
-                self._execute(*self.from_last, "output reorder")
-            self._wait()
+                steps.append((self.y_to_last, {self.m_y: z, self.m_y_last: out}, "summand reorder"))
+        at = {self.m_x_last: x, self.m_w_chosen: w, self.m_y_last: out}
+        if self.m_b is not None:
+            at[self.m_b] = b
+        steps.append((self.forward, at, "convolution"))
+        if not direct:
+            steps.append((self.from_last, {self.m_y_last: out, self.m_y: y}, "output reorder"))
+        return steps

@@ -13,7 +13,7 @@ import math
 from typing import Any, Sequence
 
 from .dnnl import (ARG_DST, ARG_MEAN, ARG_MULTIPLE_SRC, ARG_SCALE, ARG_SHIFT, ARG_SRC, ARG_SRC_1, ARG_VARIANCE,
-                        FORWARD_INFERENCE, VECTOR, Layer, check, dims, tag)
+                        FORWARD_INFERENCE, VECTOR, Layer, Step, check, dims, tag)
 
 POOL_MAX, POOL_AVG_INCLUDE_PAD, POOL_AVG_EXCLUDE_PAD = 0x1FF, 0x2FF, 0x3FF
 SOFTMAX_ACCURATE, SOFTMAX_LOG = 0x30000, 0x30001
@@ -35,15 +35,15 @@ class _OutputLayer(Layer):
                 self.y_bytes = self._size(md)
         return md
 
-    def _finish(self, prim: Any, args: tuple[int, Any], y: int, what: str) -> None:
-        """Run ``prim`` (its inputs pointed at already) into Y at ``y``, through the reorder where there is one."""
+    def _finish(self, forward: tuple[Any, tuple[int, Any]], at: dict, y: int, what: str) -> list[Step]:
+        """The steps of ``forward`` (its inputs' addresses in ``at``) into Y at ``y``, through the reorder where
+        there is one."""
         direct = self.y_reorder is None
-        self.m_computed.point(y if direct else self._scratch("_y_scratch", self.y_bytes))
-        self._execute(prim, args, what)
+        out = y if direct else self._scratch("_y_scratch", self.y_bytes)
+        steps: list[Step] = [(forward, {**at, self.m_computed: out}, what)]
         if not direct:
-            self.m_y.point(y)
-            self._execute(*self.y_reorder, "output reorder")
-        self._wait()
+            steps.append((self.y_reorder, {self.m_computed: out, self.m_y: y}, "output reorder"))
+        return steps
 
 
 class PoolLayer(_OutputLayer):
@@ -63,14 +63,12 @@ class PoolLayer(_OutputLayer):
             dims([d - 1 for d in dilations]), dims(pads_begin), dims(pads_end), self._attr()),
             "dnnl_pooling_forward_primitive_desc_create")
         self._described(pd)
-        self.prim = self._primitive(pd)
-        self.args = self._args([(ARG_SRC, self.m_x), (ARG_DST, self.m_computed)] + self._scratchpad(pd))
+        self.forward = (self._primitive(pd),
+                        self._args([(ARG_SRC, self.m_x), (ARG_DST, self.m_computed)] + self._scratchpad(pd)))
 
-    def run(self, x: int, y: int) -> None:
+    def _steps(self, x: int, y: int) -> list[Step]:
         """Y = pool(X) at these addresses."""
-        with self.lock:
-            self.m_x.point(x)
-            self._finish(self.prim, self.args, y, "pooling")
+        return self._finish(self.forward, {self.m_x: x}, y, "pooling")
 
 
 class NormLayer(_OutputLayer):
@@ -87,19 +85,16 @@ class NormLayer(_OutputLayer):
             ctypes.byref(pd), self.eng.engine, FORWARD_INFERENCE, md_x, md_y, epsilon, flags, self._attr()),
             "dnnl_batch_normalization_forward_primitive_desc_create")
         self._described(pd)
-        self.prim = self._primitive(pd)
         md_c = self._md((x[1],), VECTOR)
         self.m_params = [self._memory(md_c) for _ in range(4)]  # scale, shift, mean, variance
         params = zip((ARG_SCALE, ARG_SHIFT, ARG_MEAN, ARG_VARIANCE), self.m_params)
-        self.args = self._args([(ARG_SRC, self.m_x), (ARG_DST, self.m_computed), *params] + self._scratchpad(pd))
+        self.forward = (self._primitive(pd), self._args([(ARG_SRC, self.m_x), (ARG_DST, self.m_computed), *params]
+                                                        + self._scratchpad(pd)))
 
-    def run(self, x: int, scale: int, bias: int, mean: int, var: int, y: int) -> None:
+    def _steps(self, x: int, scale: int, bias: int, mean: int, var: int, y: int) -> list[Step]:
         """Y = (X - mean) / sqrt(var + epsilon) * scale + bias (then ReLU) at these addresses."""
-        with self.lock:
-            self.m_x.point(x)
-            for m, ptr in zip(self.m_params, (scale, bias, mean, var)):
-                m.point(ptr)
-            self._finish(self.prim, self.args, y, "batch normalization")
+        at = dict(zip(self.m_params, (scale, bias, mean, var)))
+        return self._finish(self.forward, {self.m_x: x, **at}, y, "batch normalization")
 
 
 class _ReorderLayer(Layer):
@@ -110,15 +105,11 @@ class _ReorderLayer(Layer):
     def _build(self, shape: Sequence[int], src: Sequence[int], dst: Sequence[int]) -> None:
         md_x, md_y = self._strided_md(shape, src), self._strided_md(shape, dst)
         self.m_x, self.m_y = self._memory(md_x), self._memory(md_y)
-        self.prim, self.args = self._reorder(md_x, md_y, self.m_x, self.m_y)
+        self.forward = self._reorder(md_x, md_y, self.m_x, self.m_y)
 
-    def run(self, x: int, y: int) -> None:
+    def _steps(self, x: int, y: int) -> list[Step]:
         """Y = X moved at these addresses."""
-        with self.lock:
-            self.m_x.point(x)
-            self.m_y.point(y)
-            self._execute(self.prim, self.args, self.what)
-            self._wait()
+        return [(self.forward, {self.m_x: x, self.m_y: y}, self.what)]
 
 
 class ShuffleLayer(_ReorderLayer):
@@ -163,18 +154,12 @@ class ConcatLayer(Layer):
             ctypes.byref(pd), self.eng.engine, md_y, len(mds), axis, (ctypes.c_void_p * len(mds))(*mds),
             self._attr()), "dnnl_concat_primitive_desc_create")
         self._described(pd)
-        self.prim = self._primitive(pd)
         srcs = [(ARG_MULTIPLE_SRC + i, m) for i, m in enumerate(self.m_xs)]
-        self.args = self._args(srcs + [(ARG_DST, self.m_y)] + self._scratchpad(pd))
+        self.forward = (self._primitive(pd), self._args(srcs + [(ARG_DST, self.m_y)] + self._scratchpad(pd)))
 
-    def run(self, xs: Sequence[int], y: int) -> None:
+    def _steps(self, xs: Sequence[int], y: int) -> list[Step]:
         """Y = concat(X...) at these addresses."""
-        with self.lock:
-            for m, ptr in zip(self.m_xs, xs):
-                m.point(ptr)
-            self.m_y.point(y)
-            self._execute(self.prim, self.args, "concatenation")
-            self._wait()
+        return [(self.forward, {**dict(zip(self.m_xs, xs)), self.m_y: y}, "concatenation")]
 
 
 class EltwiseLayer(Layer):
@@ -189,16 +174,12 @@ class EltwiseLayer(Layer):
             ctypes.byref(pd), self.eng.engine, FORWARD_INFERENCE, alg, md, md, alpha, beta, self._attr()),
             "dnnl_eltwise_forward_primitive_desc_create")
         self._described(pd)
-        self.prim = self._primitive(pd)
-        self.args = self._args([(ARG_SRC, self.m_x), (ARG_DST, self.m_y)] + self._scratchpad(pd))
+        self.forward = (self._primitive(pd),
+                        self._args([(ARG_SRC, self.m_x), (ARG_DST, self.m_y)] + self._scratchpad(pd)))
 
-    def run(self, x: int, y: int) -> None:
+    def _steps(self, x: int, y: int) -> list[Step]:
         """Y = f(X) at these addresses."""
-        with self.lock:
-            self.m_x.point(x)
-            self.m_y.point(y)
-            self._execute(self.prim, self.args, "eltwise")
-            self._wait()
+        return [(self.forward, {self.m_x: x, self.m_y: y}, "eltwise")]
 
 
 class BinaryLayer(Layer):
@@ -215,18 +196,12 @@ class BinaryLayer(Layer):
             ctypes.byref(pd), self.eng.engine, alg, md_a, md_b, md_a, self._attr()),
             "dnnl_binary_primitive_desc_create")
         self._described(pd)
-        self.prim = self._primitive(pd)
-        self.args = self._args([(ARG_SRC, self.m_a), (ARG_SRC_1, self.m_b), (ARG_DST, self.m_y)]
-                               + self._scratchpad(pd))
+        self.forward = (self._primitive(pd), self._args([(ARG_SRC, self.m_a), (ARG_SRC_1, self.m_b),
+                                                         (ARG_DST, self.m_y)] + self._scratchpad(pd)))
 
-    def run(self, a: int, b: int, y: int) -> None:
+    def _steps(self, a: int, b: int, y: int) -> list[Step]:
         """Y = A op B at these addresses."""
-        with self.lock:
-            self.m_a.point(a)
-            self.m_b.point(b)
-            self.m_y.point(y)
-            self._execute(self.prim, self.args, "binary")
-            self._wait()
+        return [(self.forward, {self.m_a: a, self.m_b: b, self.m_y: y}, "binary")]
 
 
 class SoftmaxLayer(Layer):
@@ -241,10 +216,12 @@ class SoftmaxLayer(Layer):
             ctypes.byref(pd), self.eng.engine, FORWARD_INFERENCE, SOFTMAX_LOG if log else SOFTMAX_ACCURATE, md, md,
             1, self._attr()), "dnnl_softmax_forward_primitive_desc_create")
         self._described(pd)
-        self.prim = self._primitive(pd)
-        self.args = self._args([(ARG_SRC, self.m_x), (ARG_DST, self.m_y)] + self._scratchpad(pd))
+        self.forward = (self._primitive(pd),
+                        self._args([(ARG_SRC, self.m_x), (ARG_DST, self.m_y)] + self._scratchpad(pd)))
 
-    run = EltwiseLayer.run
+    def _steps(self, x: int, y: int) -> list[Step]:
+        """Y = softmax(X) at these addresses."""
+        return [(self.forward, {self.m_x: x, self.m_y: y}, "softmax")]
 
 
 class LayerNormLayer(Layer):
@@ -261,19 +238,13 @@ class LayerNormLayer(Layer):
             ctypes.byref(pd), self.eng.engine, FORWARD_INFERENCE, md, md, None, epsilon, flags, self._attr()),
             "dnnl_layer_normalization_forward_primitive_desc_create")
         self._described(pd)
-        self.prim = self._primitive(pd)
         md_k = self._md((shape[-1],), VECTOR)
         self.m_params = [self._memory(md_k) for _ in range(int(scale) + int(shift))]
         kinds = [k for k, given in ((ARG_SCALE, scale), (ARG_SHIFT, shift)) if given]
-        self.args = self._args([(ARG_SRC, self.m_x), (ARG_DST, self.m_y), *zip(kinds, self.m_params)]
-                               + self._scratchpad(pd))
+        self.forward = (self._primitive(pd), self._args([(ARG_SRC, self.m_x), (ARG_DST, self.m_y),
+                                                         *zip(kinds, self.m_params)] + self._scratchpad(pd)))
 
-    def run(self, x: int, params: Sequence[int], y: int) -> None:
+    def _steps(self, x: int, params: Sequence[int], y: int) -> list[Step]:
         """Y = (X - mean) / sqrt(var + epsilon) [* scale] [+ shift] at these addresses."""
-        with self.lock:
-            self.m_x.point(x)
-            self.m_y.point(y)
-            for m, ptr in zip(self.m_params, params):
-                m.point(ptr)
-            self._execute(self.prim, self.args, "layer normalization")
-            self._wait()
+        return [(self.forward, {self.m_x: x, self.m_y: y, **dict(zip(self.m_params, params))},
+                 "layer normalization")]

@@ -60,9 +60,9 @@ class OnednnOp(HostVendor):
         raise NotImplementedError
 
     def _call(self, layer: Any, ptrs: Sequence[int], binding: Binding) -> Callable[[], None]:
-        """The layer's run on operands at ``ptrs`` (inputs, then the output): ``layer.run(*ptrs)`` unless the
-        op's layer takes them otherwise."""
-        return lambda: layer.run(*ptrs)
+        """The layer's run on operands at ``ptrs`` (inputs, then the output), bound once: ``layer.bind(*ptrs)``
+        unless the op's layer takes them otherwise."""
+        return layer.bind(*ptrs)
 
     def route(self, ins: Any, outs: Any, attrs: dict, binding: Binding | None = None, alone: bool = False) -> Any:
         """The oneDNN layer running this call, None where NumPy runs it (built once per geometry and layout);
@@ -124,9 +124,9 @@ class OnednnOp(HostVendor):
                 raise host_dnnl.DnnlError(f"{self.label}: no oneDNN layer for {self._binding}")
             return self._apart(ins, outs, attrs, views)
         ptrs = [a for a, _ in spans]
-        run = self._call(layer, ptrs, binding)
-        keep = (binding.weights, views)  # a freed buffer's memory lives until the call ran
-        call = lambda keep=keep: run()  # noqa: E731
+        call = self._call(layer, ptrs, binding)
+        keep = (binding.weights, views)
+        call.keep = keep  # type: ignore[attr-defined]  # (a freed buffer's memory lives while the call does)
         alone = self.small(ins, outs, attrs)
         if alone:
             return team_call(host_omp.alone(self.lib, call), False)
@@ -136,7 +136,8 @@ class OnednnOp(HostVendor):
             if single is None or (binding.weights is not None and not single.takes_weights_of(layer)):
                 return None
             run_single = self._call(single, ptrs, binding)
-            return host_omp.alone(self.lib, lambda keep=keep: run_single())
+            run_single.keep = keep  # type: ignore[attr-defined]
+            return host_omp.alone(self.lib, run_single)
 
         return team_call(call, True, by_itself)
 

@@ -114,4 +114,4 @@ class OnednnConcat(OnednnOp):
 
     def _call(self, layer: Any, ptrs: Sequence[int], binding: Binding) -> Callable[[], None]:
         xs, y = list(ptrs[:-1]), ptrs[-1]
-        return lambda: layer.run(xs, y)
+        return layer.bind(xs, y)

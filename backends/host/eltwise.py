@@ -138,7 +138,7 @@ def layer_call(layer: Any, x: np.ndarray, y: np.ndarray, elements: int) -> Calla
     """The call running a one-input oneDNN ``layer`` from ``x`` into ``y`` (``elements`` float32 in and out):
     on the calling thread alone when small (``dnnl_op.SMALL_BYTES``), else on the OpenMP team."""
     px, py = x.ctypes.data, y.ctypes.data
-    call = lambda keep=(x, y): layer.run(px, py)  # noqa: E731
+    call = layer.bind(px, py, keep=(x, y))
     small = is_small(elements)
     return team_call(host_omp.alone(host_dnnl.library(), call) if small else call, not small)
 

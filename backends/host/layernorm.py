@@ -54,6 +54,6 @@ class OnednnLayerNorm(HostVendor):
             return reference_call(self.name, [v.view(t.dtype).reshape(t.shape) for v, t in zip(views, ins)],
                                   y.view(ins[0].dtype).reshape(ins[0].shape), attrs)
         px, params, py = views[0].ctypes.data, [v.ctypes.data for v in views[1:]], y.ctypes.data
-        call = lambda keep=(views, y): layer.run(px, params, py)  # noqa: E731
+        call = layer.bind(px, params, py, keep=(views, y))
         small = is_small(ins[0].size)
         return team_call(host_omp.alone(host_dnnl.library(), call) if small else call, not small)
