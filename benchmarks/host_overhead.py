@@ -3,26 +3,29 @@ recorded host calls timed one by one, summed per op type.
 
     python -m benchmarks.host_overhead chain [--nodes 1,64,256] [--threads N]
     python -m benchmarks.host_overhead ops MODEL.onnx [--reps R] [--threads N]
-    python -m benchmarks.host_overhead bound MODEL.onnx [--rounds R] [--threads N]
+    python -m benchmarks.host_overhead {bound,post-ops} MODEL.onnx [--rounds R] [--threads N]
 
 ``chain``: an ONNX graph of N alternating Add (of a constant) and Relu nodes on a 1x16 float32 tensor, run as
 a devicelayer host plan and as an onnxruntime session (same threads), NumPy in and out; per call medians, and
 the per-node cost as the slope between the chain lengths.  ``ops``: the plan's recorded host stretches, each
 call timed on its own on this thread (back to back, warm), medians per call summed per op type, beside the
-whole run's time (the difference is the run's fixed cost).  ``bound``: the model as two host plans in one
-process, one whose oneDNN calls run each layer as a call made before ``Layer.bind`` did (pointing the layer's
-shared memories at the call's operands, then executing), one with the calls bound, and onnxruntime beside them;
+whole run's time (the difference is the run's fixed cost).  ``bound`` and ``post-ops``: the model as two host
+plans in one process, one in an earlier form, one as the library makes it now, and onnxruntime beside them;
 blocks of 100 runs in a rotating order, a pause before each; per contestant the fastest and the median block.
+``bound``: the earlier plan's oneDNN calls run each layer as a call made before ``Layer.bind`` did (pointing the
+layer's shared memories at the call's operands, then executing).  ``post-ops``: the earlier plan's small products
+with an epilogue run NumPy's product and steps instead of oneDNN's matmul with the epilogue as post-ops.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import statistics
 import sys
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -124,31 +127,56 @@ def ops(path: str, reps: int) -> dict[str, Any]:
             "ops": rows}
 
 
-def bound(path: str, rounds: int, threads: int) -> dict[str, Any]:
-    """Microseconds a run (fastest block, median block) of the model's plan with per-call runs, with bound calls,
-    and of onnxruntime; whether the two plans' outputs are identical."""
+@contextlib.contextmanager
+def _per_call_runs() -> Iterator[None]:
+    """oneDNN layers run as each call did before ``Layer.bind``: the layer's shared memories pointed per call."""
+    from devicelayer.backends.host import dnnl
+
+    bind = dnnl.Layer.bind
+    dnnl.Layer.bind = lambda self, *operands, keep=None: lambda keep=keep: self.run(*operands)
+    try:
+        yield
+    finally:
+        dnnl.Layer.bind = bind
+
+
+@contextlib.contextmanager
+def _numpy_epilogues() -> Iterator[None]:
+    """A small product with an epilogue runs NumPy's product and steps, not oneDNN's matmul with post-ops."""
+    from devicelayer.backends.host import gemm
+
+    gemm.OnednnGemm.takes_epilogue = False
+    try:
+        yield
+    finally:
+        gemm.OnednnGemm.takes_epilogue = True
+
+
+#: in-process comparisons: the earlier form's name and what makes a plan take it, against the current form
+COMPARISONS: dict[str, tuple[str, Callable[[], Any]]] = {"bound": ("per-call run", _per_call_runs),
+                                                         "post-ops": ("numpy epilogue", _numpy_epilogues)}
+
+
+def compare(what: str, path: str, rounds: int, threads: int) -> dict[str, Any]:
+    """Microseconds a run (fastest block, median block) of the model's plan in the earlier form of ``what``
+    (``COMPARISONS``), in the current form, and of onnxruntime; whether the two plans' outputs are identical."""
     import onnx
     import onnxruntime as ort
 
     import devicelayer as dl
     import devicelayer.onnx as dlo
     from benchmarks.host_vs_onnxruntime import random_feeds
-    from devicelayer.backends.host import dnnl
 
     model = onnx.load(path)
     feeds = random_feeds(model, 0)
-    bind = dnnl.Layer.bind
+    earlier, form = COMPARISONS[what]
     plans = {}
-    for name in ("per-call run", "bound"):
-        if name == "per-call run":
-            dnnl.Layer.bind = lambda self, *operands, keep=None: lambda keep=keep: self.run(*operands)
-        try:
+    for name in (earlier, what):
+        with form() if name == earlier else contextlib.nullcontext():
             dl.device("host").onednn_layers.clear()  # (each plan builds its own layers)
             plans[name] = plan = dlo.load(model).compile(["host"])
             for _ in range(30):  # (a plan binds its calls at its first runs, and settles its stretches' form)
                 plan.run_numpy(feeds)
-        finally:
-            dnnl.Layer.bind = bind
     opts = ort.SessionOptions()
     opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
     sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
@@ -163,16 +191,17 @@ def bound(path: str, rounds: int, threads: int) -> dict[str, Any]:
         for name in order:
             time.sleep(0.05)
             times[name].append(_median_us(runs[name], 100, 1))
-    a, b = (plans[n].run_numpy(feeds) for n in ("per-call run", "bound"))
+    a, b = (plans[n].run_numpy(feeds) for n in (earlier, what))
     for p in plans.values():
         p.release()
     return {"model": path, "identical": all(np.array_equal(a[k], b[k]) for k in a),
+            "max_diff": max(float(np.max(np.abs(a[k].astype(np.float64) - b[k]), initial=0.0)) for k in a),
             "us": {n: {"fastest": min(v), "median": statistics.median(v)} for n, v in times.items()}}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=["chain", "ops", "bound"])
+    ap.add_argument("what", choices=["chain", "ops", *COMPARISONS])
     ap.add_argument("model", nargs="?", help="ONNX file (ops)")
     ap.add_argument("--nodes", default="1,64,256", help="chain lengths (chain)")
     ap.add_argument("--reps", type=int, default=30, help="timed calls of each node (ops)")
@@ -192,10 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.model:
         print(f"{args.what} needs MODEL.onnx", file=sys.stderr)
         return 2
-    if args.what == "bound":
-        doc = bound(args.model, args.rounds, threads)
+    if args.what in COMPARISONS:
+        doc = compare(args.what, args.model, args.rounds, threads)
         cells = ", ".join(f"{n} {t['fastest']:.0f} / {t['median']:.0f}" for n, t in doc["us"].items())
-        print(f"{doc['model']}: us a run, fastest / median block: {cells}; outputs identical: {doc['identical']}")
+        print(f"{doc['model']}: us a run, fastest / median block: {cells}; outputs identical: {doc['identical']} "
+              f"(largest difference {doc['max_diff']:.2g})")
         return 0
     doc = ops(args.model, args.reps)
     print(f"{doc['model']}: run {doc['run_us']:.0f} us; {doc['calls']} host calls summing {doc['sum_us']:.0f} us")

@@ -107,6 +107,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "dnnl_post_ops_create": ([pp], i), "dnnl_post_ops_destroy": ([p], i),
         "dnnl_post_ops_append_sum": ([p, f, ctypes.c_int32, i], i),
         "dnnl_post_ops_append_eltwise": ([p, i, f, f], i),
+        "dnnl_post_ops_append_binary": ([p, i, p], i),
+        "dnnl_matmul_primitive_desc_create": ([pp, p, p, p, p, p, p], i),
         "dnnl_primitive_attr_create": ([pp], i), "dnnl_primitive_attr_destroy": ([p], i),
         "dnnl_primitive_attr_set_post_ops": ([p, p], i), "dnnl_primitive_attr_set_scratchpad_mode": ([p, i], i),
         "dnnl_convolution_forward_primitive_desc_create": ([pp, p, i, i, p, p, p, p, dims, dims, dims, dims, p], i),

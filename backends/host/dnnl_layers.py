@@ -1,5 +1,5 @@
-"""oneDNN pooling, batch and layer normalization, channel shuffle, concatenation, eltwise and softmax layers for the
-host backend (ctypes).
+"""oneDNN pooling, batch and layer normalization, channel shuffle, concatenation, eltwise, softmax and matmul layers
+for the host backend (ctypes).
 
 Each layer is one primitive built for fixed layouts: it reads its inputs in the
 layout they are in (NCHW or channels-last, as the plan negotiated) and writes
@@ -13,9 +13,10 @@ import math
 from typing import Any, Sequence
 
 from .dnnl import (ARG_DST, ARG_MEAN, ARG_MULTIPLE_SRC, ARG_SCALE, ARG_SHIFT, ARG_SRC, ARG_SRC_1, ARG_VARIANCE,
-                        FORWARD_INFERENCE, VECTOR, Layer, Step, check, dims, tag)
+                        ARG_WEIGHTS, FORWARD_INFERENCE, VECTOR, Layer, Step, check, dims, tag)
 
 POOL_MAX, POOL_AVG_INCLUDE_PAD, POOL_AVG_EXCLUDE_PAD = 0x1FF, 0x2FF, 0x3FF
+_POST_OP_ARG = 32768  # DNNL_ARG_ATTR_MULTIPLE_POST_OP_BASE: post-op k's tensor is argument (k + 1) * this | SRC_1
 SOFTMAX_ACCURATE, SOFTMAX_LOG = 0x30000, 0x30001
 _USE_GLOBAL_STATS, _USE_SCALE, _USE_SHIFT, _FUSE_RELU = 0x1, 0x2, 0x4, 0x8
 
@@ -248,3 +249,42 @@ class LayerNormLayer(Layer):
         """Y = (X - mean) / sqrt(var + epsilon) [* scale] [+ shift] at these addresses."""
         return [(self.forward, {self.m_x: x, self.m_y: y, **dict(zip(self.m_params, params))},
                  "layer normalization")]
+
+
+def _dense(shape: Sequence[int]) -> list[int]:
+    return [math.prod(shape[k + 1:]) for k in range(len(shape))]
+
+
+class MatmulLayer(Layer):
+    """oneDNN's matmul of plain row-major float32 tensors of one rank: Y (..., M, N) = A (..., M, K) @ B (..., K, N),
+    B's batch dimensions broadcast where they are one, then ``post`` in order: ("eltwise", algorithm, alpha, beta),
+    or ("binary", algorithm, shape) with a tensor of that shape (ones where it broadcasts to Y)."""
+
+    def __init__(self, a: Sequence[int], b: Sequence[int], y: Sequence[int], post: Sequence[tuple]) -> None:
+        super().__init__()
+        lib = self.lib
+        md_a, md_b, md_y = (self._strided_md(s, _dense(s)) for s in (a, b, y))
+        attr = self._attr()
+        ops = self._made("dnnl_post_ops_create", "dnnl_post_ops_destroy")
+        posts: list[tuple[int, Any]] = []
+        for k, (kind, alg, *rest) in enumerate(post):
+            if kind == "eltwise":
+                check(lib, lib.dnnl_post_ops_append_eltwise(ops, alg, *rest), "dnnl_post_ops_append_eltwise")
+                continue
+            md = self._strided_md(rest[0], _dense(rest[0]))
+            check(lib, lib.dnnl_post_ops_append_binary(ops, alg, md), "dnnl_post_ops_append_binary")
+            posts.append(((k + 1) * _POST_OP_ARG | ARG_SRC_1, self._memory(md)))
+        check(lib, lib.dnnl_primitive_attr_set_post_ops(attr, ops), "dnnl_primitive_attr_set_post_ops")
+        pd = ctypes.c_void_p()
+        check(lib, lib.dnnl_matmul_primitive_desc_create(ctypes.byref(pd), self.eng.engine, md_a, md_b, None, md_y,
+                                                         attr), "dnnl_matmul_primitive_desc_create")
+        self._described(pd)
+        self.m_a, self.m_b, self.m_y = self._memory(md_a), self._memory(md_b), self._memory(md_y)
+        self.m_posts = [m for _, m in posts]
+        self.forward = (self._primitive(pd), self._args([(ARG_SRC, self.m_a), (ARG_WEIGHTS, self.m_b),
+                                                         (ARG_DST, self.m_y), *posts] + self._scratchpad(pd)))
+
+    def _steps(self, a: int, b: int, y: int, tensors: Sequence[int]) -> list[Step]:
+        """Y = post(A @ B) at these addresses, ``tensors`` those of the binary post-ops in order."""
+        return [(self.forward, {self.m_a: a, self.m_b: b, self.m_y: y, **dict(zip(self.m_posts, tensors))},
+                 "matmul")]

@@ -26,13 +26,14 @@ from .stretch import team_call
 #: tensors with fewer elements run NumPy (where its SIMD loop is one pass, a bound oneDNN call costs more) ...
 MIN_ELEMENTS = 4096
 #: ... except where NumPy composes the function from several passes or a ``where`` (GELU's erf is a rational
-#: form of a dozen), or ReLU's zero rows and sigmoid's passes: there a bound oneDNN call (2.6-3.4 us on the VM at
-#: 16-1024 elements) beats NumPy from a few elements (at 16-1024 elements NumPy took: GELU 65-170 us, ELU 35-45,
-#: leaky ReLU and hard sigmoid 15-24, hard swish 6-8, sigmoid 4.5-6, ReLU 3.9-5); and NumPy's own SIMD tanh and
-#: exp stay ahead of a oneDNN call on the calling thread up to these sizes (on the VM: tanh 17 against 21 us at
-#: 32768 elements, exp 6.1 against 6.6 at 8192 and 22 against 19 at 32768)
+#: form of a dozen), or sigmoid's passes: there a bound oneDNN call (2.6-3.4 us on the VM at 16-1024 elements)
+#: beats NumPy from a few elements (at 16-1024 elements NumPy took: GELU 65-170 us, ELU 35-45, leaky ReLU and hard
+#: sigmoid 15-24, hard swish 6-8, sigmoid 4.5-6); and NumPy's own SIMD tanh and exp stay ahead of a oneDNN call
+#: on the calling thread up to these sizes (on the VM: tanh 17 against 21 us at 32768 elements, exp 6.1 against
+#: 6.6 at 8192 and 22 against 19 at 32768).  (oneDNN's ReLU, a bound call 2.6-3 us against NumPy's 3.9-5 at 16-1024
+#: elements, stays at the default: it makes a NaN 0, where NumPy's keeps it.)
 MIN_ELEMENTS_OF = {"gelu": 16, "gelu_tanh": 16, "swish": 16, "elu": 16, "leaky_relu": 16, "hard_sigmoid": 16,
-                   "hard_swish": 16, "sigmoid": 16, "relu": 16, "tanh": 32768, "exp": 16384}
+                   "hard_swish": 16, "sigmoid": 16, "tanh": 32768, "exp": 16384}
 
 
 def min_elements(name: str) -> int:

@@ -16,13 +16,18 @@ not show it).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from devicelayer.kernels.op import get
+
 from . import dnnl as host_dnnl, omp as host_omp
 from .backend import HostVendor
+from .binary import ALGORITHMS as BINARY
 from .conv import small_flops
+from .dnnl_layers import MatmulLayer
+from .eltwise import ALGORITHMS as ELTWISE, cached_layer
 from .stretch import team_call
 
 
@@ -38,14 +43,56 @@ NUMPY_MNK = 1 << 18
 SMALL_WEIGHT_BYTES = 1 << 20
 
 
+#: unary ops a matmul applies as oneDNN eltwise post-ops: those whose oneDNN form gives NumPy's NaN and infinities
+#: (oneDNN's ReLU makes a NaN 0, hard sigmoid 1, exp an infinity; its erf GELU makes an infinity NaN)
+POST_ELTWISE = frozenset({"leaky_relu", "elu", "sigmoid", "tanh", "swish", "hard_swish", "gelu_tanh"})
+
+
+def post_ops(steps: Sequence[tuple], extras: Sequence[Any], rank: int) -> tuple[tuple, tuple[int, ...]] | None:
+    """An epilogue's ``steps`` as oneDNN post-ops on a product of ``rank`` dimensions, and the extra input each
+    binary post-op reads (0-based); None where a step is not one: each step must take the running value (the
+    product, then the step before) once, and nothing but an extra input besides (a chain such as x * sigmoid(x),
+    which reads a value twice, keeps NumPy's steps), a unary op of ``POST_ELTWISE`` or an add, mul, sub or div
+    with the running value first where the order matters; every extra input float32."""
+    n_in = 1 + len(extras)
+    post: list[tuple] = []
+    reads: list[int] = []
+    for k, (name, step_attrs, operands) in enumerate(steps):
+        running = 0 if k == 0 else n_in + k - 1
+        if name in POST_ELTWISE and tuple(operands) == (running,):
+            alg, params = ELTWISE[name]
+            alpha, beta = params(step_attrs)
+            post.append(("eltwise", alg, float(alpha), float(beta)))
+            continue
+        if name not in BINARY or len(operands) != 2 or list(operands).count(running) != 1:
+            return None
+        alg, swaps = BINARY[name]
+        other = operands[1] if operands[0] == running else operands[0]
+        if (operands[1] == running and not swaps) or not 1 <= other < n_in:
+            return None
+        t = extras[other - 1]
+        if t.dtype not in host_dnnl.DTYPES or len(t.shape) > rank:
+            return None
+        post.append(("binary", alg, (1,) * (rank - len(t.shape)) + tuple(t.shape)))
+        reads.append(other - 1)
+    return tuple(post), tuple(reads)
+
+
 class OnednnGemm(HostVendor):
-    """``gemm`` and ``matmul`` in float32 through ``dnnl_sgemm``."""
+    """``gemm`` and ``matmul`` in float32 through ``dnnl_sgemm``; a small matmul with an epilogue through oneDNN's
+    matmul with the epilogue as its post-ops (``post_ops``)."""
+
+    #: a product with an epilogue may be asked for (``accepts`` decides)
+    takes_epilogue = True
 
     def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
         """Float32, non-empty, more than ``NUMPY_MNK`` multiply-adds a matrix; matmul with 2-D-or-more operands
-        whose batches match or B is one matrix; gemm with non-zero alpha and (where C is given) beta."""
+        whose batches match or B is one matrix; gemm with non-zero alpha and (where C is given) beta.  With an
+        epilogue: a matmul small enough to run alone whose epilogue oneDNN applies (``_fused``)."""
         if ins[0].dtype not in host_dnnl.DTYPES or any(t.size == 0 for t in (*ins, *outs)):
             return False
+        if attrs.get("epilogue"):
+            return self._fused(ins, outs, attrs) is not None
         if self.name == "gemm":
             takes = attrs["alpha"] != 0 and (len(ins) == 2 or attrs["beta"] != 0)
             return takes and outs[0].size * self._depth(ins, attrs) > NUMPY_MNK
@@ -55,10 +102,34 @@ class OnednnGemm(HostVendor):
         one = outs[0].size if len(b) == 2 else math.prod(outs[0].shape[-2:])  # (B one matrix: one sgemm call)
         return one * self._depth(ins, attrs) > NUMPY_MNK
 
+    def _fused(self, ins: Any, outs: Any, attrs: dict) -> tuple[MatmulLayer, tuple[int, ...]] | None:
+        """The oneDNN matmul computing a matmul and its epilogue (built once per geometry, alone), and the extra
+        input each of its binary post-ops reads; None where it does not: gemm, operands of other dtypes or below
+        two dimensions, B batched other than A, a product too large to run alone, an epilogue ``post_ops`` does
+        not express."""
+        n = len(ins) - int(attrs.get("epilogue_inputs", 0))
+        if self.name != "matmul" or n != 2 or any(t.dtype not in host_dnnl.DTYPES for t in (*ins, *outs)):
+            return None
+        a, b, y = ins[0].shape, ins[1].shape, outs[0].shape
+        if len(a) < 2 or len(b) < 2 or len(b) > len(a) or (len(b) > 2 and a[:-2] != b[:-2]):
+            return None
+        if 2 * y[-1] * math.prod(a) >= small_flops() or ins[1].size * 4 >= SMALL_WEIGHT_BYTES:
+            return None
+        found = post_ops(attrs["epilogue"], ins[n:], len(y))
+        if found is None:
+            return None
+        post, reads = found
+        b_full = (1,) * (len(a) - len(b)) + tuple(b)
+        layer = cached_layer(self.dev, ("matmul", (tuple(a), b_full, tuple(y), post), ()),
+                             lambda: MatmulLayer(a, b_full, y, post), 0)
+        return None if layer is None else (layer, reads)
+
     def bind(self, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> Callable[[], None]:
         """The product on these buffers as a call on the host worker."""
         pool = self.dev.pool
         views = [pool._bytes(buf) for buf in (*in_bufs, *out_bufs)]
+        if attrs.get("epilogue"):
+            return self._bind_fused(ins, outs, attrs, views)
         call = self._call(ins, attrs, views)
         small = 2 * outs[0].size * self._depth(ins, attrs) < small_flops() and ins[1].size * 4 < SMALL_WEIGHT_BYTES
         run = lambda keep=views: call()  # noqa: E731  (the closure holds the arrays until the call ran)
@@ -66,6 +137,21 @@ class OnednnGemm(HostVendor):
             return team_call(host_omp.alone(host_dnnl.library(), run), False)
         # (sgemm sizes its threads by the caller's team at each call: the same call runs alone)
         return team_call(run, True, lambda: host_omp.alone(host_dnnl.library(), run))
+
+    def _bind_fused(self, ins: Any, outs: Any, attrs: dict, views: list[np.ndarray]) -> Callable[[], None]:
+        """A small matmul and its epilogue as one oneDNN call, alone; NumPy's product and steps where the output
+        overlaps an input (oneDNN reads each operand while it writes Y)."""
+        arrays = [v[:t.size * 4].view(np.float32).reshape(t.shape) for v, t in zip(views, (*ins, *outs))]
+        y = arrays[-1]
+        fused = self._fused(ins, outs, attrs)
+        if fused is None or any(np.may_share_memory(y, x) for x in arrays[:-1]):
+            return team_call(get(self.name).bind_into(arrays[:-1], [y], attrs), False)
+        layer, reads = fused
+        n = len(ins) - int(attrs["epilogue_inputs"])
+        extras = arrays[n:-1]
+        call = layer.bind(arrays[0].ctypes.data, arrays[1].ctypes.data, y.ctypes.data,
+                          [extras[j].ctypes.data for j in reads], keep=views)
+        return team_call(host_omp.alone(host_dnnl.library(), call), False)
 
     def _depth(self, ins: Any, attrs: dict) -> int:
         """The length of each dot product (K)."""

@@ -111,7 +111,9 @@ def plan_for(op: Op, device: Device, ins: Sequence[TensorType], outs: Sequence[T
         raise UnsupportedOp(f"{op.name} on {device.id}: {why}")
     if op.alias:
         return op.plan(ins, outs, attrs, device.info)
-    vendor = device.vendor_op(op.name) if not attrs.get("epilogue") else None  # (the op's kernel applies it)
+    vendor = device.vendor_op(op.name)
+    if attrs.get("epilogue") and not getattr(vendor, "takes_epilogue", False):
+        vendor = None  # (the op's kernel applies it)
     accepts = getattr(vendor, "accepts", None)
     if vendor is not None and (accepts is None or accepts(ins, outs, attrs)):
         specialize = getattr(vendor, "specialize", None)
