@@ -445,7 +445,7 @@ def test_loading_onednn_with_omp_proc_bind_leaves_the_callers_cpus():
     assert after == before and len(after) >= 2
 
 
-@pytest.mark.parametrize("op", sorted(__import__("devicelayer.backends.host.eltwise", fromlist=["x"]).ALGORITHMS))
+@pytest.mark.parametrize("op", sorted(__import__("devicelayer.backends.host.eltwise", fromlist=["x"]).STANDALONE))
 def test_activations_through_onednn_eltwise_match_the_float64_reference(op, rng):
     from devicelayer.backends.host import eltwise
 
@@ -461,6 +461,56 @@ def test_activations_through_onednn_eltwise_match_the_float64_reference(op, rng)
         assert (key in host.onednn_layers) is routed, op
         scale = max(1.0, float(np.max(np.abs(want))))
         np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-5, atol=2e-5 * scale, err_msg=op)
+
+
+def _same_specials(got, want, what):
+    """NaN where ``want`` is NaN, the same infinities, and the finite rest close."""
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=what)
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want), err_msg=what)
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want), err_msg=what)
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite].astype(np.float64), want[finite], rtol=2e-5, atol=2e-5, err_msg=what)
+
+
+@pytest.mark.parametrize("op", sorted(__import__("devicelayer.backends.host.eltwise", fromlist=["x"]).STANDALONE))
+@pytest.mark.parametrize("in_place", [False, True])
+def test_activations_through_onednn_keep_nans_and_infinities_as_numpy_does(op, in_place, rng):
+    """A NaN, +infinity and -infinity among a tensor large enough for oneDNN: each output as NumPy's float64 form
+    gives it (and onnxruntime: hard sigmoid and exp keep a NaN, GELU keeps +infinity), written over the input too,
+    where oneDNN's own forms give 1, infinity or NaN and the call takes NumPy's form instead."""
+    from devicelayer.backends.host import eltwise
+
+    host = dl.device("host")
+    n = max(eltwise.min_elements(op), 64)
+    x = rng.standard_normal(n).astype(np.float32)
+    x[:5] = [np.nan, np.inf, -np.inf, 0.0, np.nan]
+    want, checked = _reference(op, [x])
+    vendor = host.vendor_op(op)
+    t = TensorType((n,), np.dtype(np.float32))
+    assert vendor.accepts([t], [t], checked)
+    src = dl.tensor(x, host)
+    out = src if in_place else dl.tensor(np.full(n, 7.0, np.float32), host)
+    for a in (src, out):
+        a.ready.wait()
+    call = vendor.bind([t], [t], checked, [src.buffer], [out.buffer])
+    with np.errstate(all="ignore"):
+        call()
+    _same_specials(out.numpy(), want, op)
+    if not in_place:  # (the same call on finite input: oneDNN's form, still right)
+        y = rng.standard_normal(n).astype(np.float32)
+        host.pool.upload(src.buffer, y).wait(30)
+        call()
+        _same_specials(out.numpy(), _reference(op, [y])[0], op)
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_rows_with_nan_or_infinity_are_nan_as_numpy_makes_them(op, rng):
+    """A row holding NaN or +infinity is NaN throughout (NumPy, onnxruntime); -infinity is an entry of 0 (or
+    -infinity); the other rows as usual."""
+    x = rng.standard_normal((6, 40)).astype(np.float32)
+    x[0, 3], x[1, 0], x[2, 7], x[3, :] = np.nan, np.inf, -np.inf, -np.inf
+    want, _ = _reference(op, [x], axis=-1)
+    _same_specials(_run_poisoned(op, [x], x.shape, axis=-1), want, op)
 
 
 @pytest.mark.parametrize("op", ["softmax", "log_softmax"])

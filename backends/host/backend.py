@@ -289,7 +289,7 @@ class HostDevice(Device):
         # (they build on this module's HostVendor)
         from . import conv as host_conv, dnnl_ops as host_dnnl_ops, eltwise as host_eltwise, gemm as host_gemm
 
-        if name in host_eltwise.ALGORITHMS:
+        if name in host_eltwise.STANDALONE:
             return host_eltwise.OnednnEltwise(self, name)
         if name in ("softmax", "log_softmax"):
             from .softmax import OnednnSoftmax

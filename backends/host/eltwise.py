@@ -30,8 +30,7 @@ MIN_ELEMENTS = 4096
 #: beats NumPy from a few elements (at 16-1024 elements NumPy took: GELU 65-170 us, ELU 35-45, leaky ReLU and hard
 #: sigmoid 15-24, hard swish 6-8, sigmoid 4.5-6); and NumPy's own SIMD tanh and exp stay ahead of a oneDNN call
 #: on the calling thread up to these sizes (on the VM: tanh 17 against 21 us at 32768 elements, exp 6.1 against
-#: 6.6 at 8192 and 22 against 19 at 32768).  (oneDNN's ReLU, a bound call 2.6-3 us against NumPy's 3.9-5 at 16-1024
-#: elements, stays at the default: it makes a NaN 0, where NumPy's keeps it.)
+#: 6.6 at 8192 and 22 against 19 at 32768).
 MIN_ELEMENTS_OF = {"gelu": 16, "gelu_tanh": 16, "swish": 16, "elu": 16, "leaky_relu": 16, "hard_sigmoid": 16,
                    "hard_swish": 16, "sigmoid": 16, "tanh": 32768, "exp": 16384}
 
@@ -58,6 +57,35 @@ ALGORITHMS: dict[str, tuple[int, Callable[[dict], tuple[float, float]]]] = {
     "gelu_tanh": (_GELU_TANH, lambda a: (0.0, 0.0)),
     "exp": (_EXP, lambda a: (0.0, 0.0)),
 }
+
+
+#: the ops of ``ALGORITHMS`` that run oneDNN's eltwise as calls of their own (a convolution applies any of them):
+#: not ReLU, whose oneDNN form makes a NaN 0 and, with the input checked for one first, took as long as NumPy's
+#: own (a plan's ReLU of 16384 elements 50 us either way, of 262144 522 against 370 us, of 2097152 2.5 ms either way)
+STANDALONE = frozenset(ALGORITHMS) - {"relu"}
+#: ops whose oneDNN form gives a NaN or an infinity another value than NumPy and onnxruntime do, and what in the
+#: input sends a call to NumPy's form instead, checked by one reduction before the call (in place, the input is
+#: gone after it): hard sigmoid and exp make a NaN 1 and an infinity ("nan"); erf-GELU makes +infinity NaN, and
+#: softmax keeps a row's other entries where one is NaN or +infinity, which make the whole row NaN ("nan or inf")
+NUMPY_AT = {"hard_sigmoid": "nan", "exp": "nan", "gelu": "nan or inf", "softmax": "nan or inf",
+            "log_softmax": "nan or inf"}
+
+
+def guarded(name: str, call: Callable[[], object], x: np.ndarray,
+            numpy_call: Callable[[], object]) -> Callable[[], object]:
+    """``call``, or ``numpy_call`` where the float32 input ``x`` holds what oneDNN's form of op ``name`` gives
+    another value (``NUMPY_AT``)."""
+    at = NUMPY_AT.get(name)
+    if at is None:
+        return call
+    if at == "nan":
+        def checked() -> None:
+            m = x.min()
+            (call if m == m else numpy_call)()
+    else:
+        def checked() -> None:
+            (call if x.max() < np.inf else numpy_call)()
+    return checked
 
 
 class OnednnEltwise(HostVendor):
@@ -87,10 +115,11 @@ class OnednnEltwise(HostVendor):
         x, y = pool._bytes(in_bufs[0]), pool._bytes(out_bufs[0])
         n = ins[0].size * ins[0].dtype.itemsize
         layer = self.route(ins, attrs)
+        dt = ins[0].dtype
+        numpy_call = reference_call(self.name, [x[:n].view(dt)], y[:n].view(dt), attrs)
         if layer is None or (np.may_share_memory(x[:n], y[:n]) and x.ctypes.data != y.ctypes.data):
-            dt = ins[0].dtype  # (computed apart: an eager out= over part of its input, or NumPy's dtypes)
-            return reference_call(self.name, [x[:n].view(dt)], y[:n].view(dt), attrs)
-        return layer_call(layer, x, y, ins[0].size)
+            return numpy_call  # (computed apart: an eager out= over part of its input, or NumPy's dtypes)
+        return layer_call(layer, x, y, ins[0].size, (self.name, x[:n].view(np.float32), numpy_call))
 
 
 def reference_call(name: str, xs: list[np.ndarray], y: np.ndarray, attrs: dict) -> Callable[[], None]:
@@ -113,10 +142,11 @@ def apart_or_layer(vendor: Any, ins: Any, outs: Any, attrs: dict, in_bufs: Any, 
     n = t.size * t.dtype.itemsize
     x, y = pool._bytes(in_bufs[0])[:n], pool._bytes(out_bufs[0])[:n]
     layer = vendor.route(ins, attrs)
+    numpy_call = reference_call(vendor.name, [x.view(t.dtype).reshape(t.shape)], y.view(u.dtype).reshape(u.shape),
+                                attrs)
     if layer is None or (x.ctypes.data < y.ctypes.data + n and y.ctypes.data < x.ctypes.data + n):
-        return reference_call(vendor.name, [x.view(t.dtype).reshape(t.shape)], y.view(u.dtype).reshape(u.shape),
-                              attrs)
-    return layer_call(layer, x, y, t.size)
+        return numpy_call
+    return layer_call(layer, x, y, t.size, (vendor.name, x.view(t.dtype), numpy_call))
 
 
 def cached_layer(dev: Any, key: tuple, build: Callable[[], Any], elements: int) -> Any:
@@ -137,11 +167,15 @@ def is_small(n: int) -> bool:
     return n * 8 < SMALL_BYTES
 
 
-def layer_call(layer: Any, x: np.ndarray, y: np.ndarray, elements: int) -> Callable[[], None]:
+def layer_call(layer: Any, x: np.ndarray, y: np.ndarray, elements: int,
+               guard: tuple[str, np.ndarray, Callable[[], object]] | None = None) -> Callable[[], None]:
     """The call running a one-input oneDNN ``layer`` from ``x`` into ``y`` (``elements`` float32 in and out):
-    on the calling thread alone when small (``dnnl_op.SMALL_BYTES``), else on the OpenMP team."""
+    on the calling thread alone when small (``dnnl_op.SMALL_BYTES``), else on the OpenMP team.  ``guard``: (op
+    name, its float32 input, its NumPy call) for ``guarded``."""
     px, py = x.ctypes.data, y.ctypes.data
     call = layer.bind(px, py, keep=(x, y))
+    if guard is not None:
+        call = guarded(guard[0], call, guard[1], guard[2])
     small = is_small(elements)
     return team_call(host_omp.alone(host_dnnl.library(), call) if small else call, not small)
 
