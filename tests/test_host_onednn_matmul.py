@@ -139,3 +139,23 @@ def test_post_ops_read_the_running_value_once_and_extra_inputs_besides():
     assert post_ops((("add", {}, (0, 1)),), [TensorType((5,), i64)], 2) is None  # (an integer extra)
     assert post_ops((("floor", {}, (0,)),), [], 2) is None  # (no eltwise for it)
     assert post_ops((("relu", {}, (0,)),), [], 2) is None  # (oneDNN's makes a NaN 0)
+
+
+@pytest.mark.parametrize("over", ["summand", "a"])
+def test_an_eager_output_over_an_operand_is_computed_apart(over, rng, fused):
+    """``out=`` the summand (or A, of the output's shape): oneDNN would read it while writing it, NumPy's product
+    would overwrite the summand before its step; the call computes apart and copies, and the device stays usable."""
+    host = dl.device("host")
+    a = rng.standard_normal((3, 4, 4)).astype(F32)
+    b = rng.standard_normal((4, 4)).astype(F32)
+    r = rng.standard_normal((3, 4, 4)).astype(F32)
+    steps = {"epilogue": (("add", {}, (0, 1)), ("tanh", {}, (2,))), "epilogue_inputs": 1}
+    want = np.tanh(a.astype(np.float64) @ b + r)
+    ta, tb, tr = dl.tensor(a, host), dl.tensor(b, host), dl.tensor(r, host)
+    out = tr if over == "summand" else ta
+    dl.ops.run("matmul", [ta, tb, tr], out=[out], **steps)
+    close(out.numpy(), want, rtol=2e-5)
+    assert not fused
+    got = dl.ops.run("matmul", [dl.tensor(a, host), tb, dl.tensor(r, host)], **steps)[0].numpy()
+    close(got, want, rtol=2e-5)
+    assert len(fused) == 1

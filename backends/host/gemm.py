@@ -139,13 +139,18 @@ class OnednnGemm(HostVendor):
         return team_call(run, True, lambda: host_omp.alone(host_dnnl.library(), run))
 
     def _bind_fused(self, ins: Any, outs: Any, attrs: dict, views: list[np.ndarray]) -> Callable[[], None]:
-        """A small matmul and its epilogue as one oneDNN call, alone; NumPy's product and steps where the output
-        overlaps an input (oneDNN reads each operand while it writes Y)."""
+        """A small matmul and its epilogue as one oneDNN call, alone; where the output overlaps an input (an eager
+        ``out=`` over the summand: oneDNN reads each operand while it writes Y, NumPy's product would overwrite the
+        summand before its step), the op's NumPy reference computed apart and copied in."""
         arrays = [v[:t.size * 4].view(np.float32).reshape(t.shape) for v, t in zip(views, (*ins, *outs))]
         y = arrays[-1]
         fused = self._fused(ins, outs, attrs)
         if fused is None or any(np.may_share_memory(y, x) for x in arrays[:-1]):
-            return team_call(get(self.name).bind_into(arrays[:-1], [y], attrs), False)
+            op, operands = get(self.name), arrays[:-1]
+
+            def apart(keep: Any = views) -> None:
+                y[...] = op.reference(operands, attrs)[0]
+            return team_call(apart, False)
         layer, reads = fused
         n = len(ins) - int(attrs["epilogue_inputs"])
         extras = arrays[n:-1]
