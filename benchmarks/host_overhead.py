@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("model", nargs="?", help="ONNX file (ops)")
     ap.add_argument("--nodes", default="1,64,256", help="chain lengths (chain)")
     ap.add_argument("--reps", type=int, default=30, help="timed calls of each node (ops)")
-    ap.add_argument("--rounds", type=int, default=18, help="blocks of each contestant (bound)")
+    ap.add_argument("--rounds", type=int, default=18, help="blocks of each contestant (bound, post-ops)")
     ap.add_argument("--threads", type=int, help="CPUs to use (default: all of the process's)")
     args = ap.parse_args(argv)
     import os

@@ -260,6 +260,11 @@ def dims(values: Sequence[int]) -> Any:
     return (ctypes.c_int64 * _MAX_DIMS)(*values)
 
 
+def dense(shape: Sequence[int]) -> tuple[int, ...]:
+    """The strides, in elements, of a plain row-major tensor of ``shape``."""
+    return tuple(int(np.prod(shape[k + 1:])) for k in range(len(shape)))
+
+
 class _Memory:
     """A oneDNN memory object whose data pointer is set per call (set again only when it changes)."""
 
@@ -291,10 +296,9 @@ class _Bound:
     """The memories a bound run (``Layer.bind``) points at its operands, released with it; it keeps the layer,
     whose primitives it runs, alive."""
 
-    def __init__(self, layer: "Layer") -> None:
-        self.layer = layer
+    def __init__(self, layer: "Layer", keep: Any) -> None:
+        self.layer, self.keep = layer, keep
         self.memories: list[_Memory] = []
-        self.keep: Any = None
 
     def __del__(self) -> None:
         for m in self.memories:
@@ -430,8 +434,7 @@ class Layer:
         so a call only executes (no pointer set, none of ``run``'s Python: 1-2 us a call of a small model's
         layers).  The steps still share the layer's scratch memory, under its lock.  ``keep``: what the call
         holds while it lives (the arrays at those addresses)."""
-        own = _Bound(self)
-        own.keep = keep
+        own = _Bound(self, keep)
         lib, stream, synchronous = self.lib, self.eng.stream, self.eng.synchronous
         execute = lib.dnnl_primitive_execute
         calls: list[Any] = []

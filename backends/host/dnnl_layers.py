@@ -13,7 +13,7 @@ import math
 from typing import Any, Sequence
 
 from .dnnl import (ARG_DST, ARG_MEAN, ARG_MULTIPLE_SRC, ARG_SCALE, ARG_SHIFT, ARG_SRC, ARG_SRC_1, ARG_VARIANCE,
-                        ARG_WEIGHTS, FORWARD_INFERENCE, VECTOR, Layer, Step, check, dims, tag)
+                        ARG_WEIGHTS, FORWARD_INFERENCE, VECTOR, Layer, Step, check, dense, dims, tag)
 
 POOL_MAX, POOL_AVG_INCLUDE_PAD, POOL_AVG_EXCLUDE_PAD = 0x1FF, 0x2FF, 0x3FF
 _POST_OP_ARG = 32768  # DNNL_ARG_ATTR_MULTIPLE_POST_OP_BASE: post-op k's tensor is argument (k + 1) * this | SRC_1
@@ -251,10 +251,6 @@ class LayerNormLayer(Layer):
                  "layer normalization")]
 
 
-def _dense(shape: Sequence[int]) -> list[int]:
-    return [math.prod(shape[k + 1:]) for k in range(len(shape))]
-
-
 class MatmulLayer(Layer):
     """oneDNN's matmul of plain row-major float32 tensors of one rank: Y (..., M, N) = A (..., M, K) @ B (..., K, N),
     B's batch dimensions broadcast where they are one, then ``post`` in order: ("eltwise", algorithm, alpha, beta),
@@ -263,7 +259,7 @@ class MatmulLayer(Layer):
     def __init__(self, a: Sequence[int], b: Sequence[int], y: Sequence[int], post: Sequence[tuple]) -> None:
         super().__init__()
         lib = self.lib
-        md_a, md_b, md_y = (self._strided_md(s, _dense(s)) for s in (a, b, y))
+        md_a, md_b, md_y = (self._strided_md(s, dense(s)) for s in (a, b, y))
         attr = self._attr()
         ops = self._made("dnnl_post_ops_create", "dnnl_post_ops_destroy")
         posts: list[tuple[int, Any]] = []
@@ -271,7 +267,7 @@ class MatmulLayer(Layer):
             if kind == "eltwise":
                 check(lib, lib.dnnl_post_ops_append_eltwise(ops, alg, *rest), "dnnl_post_ops_append_eltwise")
                 continue
-            md = self._strided_md(rest[0], _dense(rest[0]))
+            md = self._strided_md(rest[0], dense(rest[0]))
             check(lib, lib.dnnl_post_ops_append_binary(ops, alg, md), "dnnl_post_ops_append_binary")
             posts.append(((k + 1) * _POST_OP_ARG | ARG_SRC_1, self._memory(md)))
         check(lib, lib.dnnl_primitive_attr_set_post_ops(attr, ops), "dnnl_primitive_attr_set_post_ops")

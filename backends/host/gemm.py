@@ -20,14 +20,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from devicelayer.kernels.op import get
-
 from . import dnnl as host_dnnl, omp as host_omp
 from .backend import HostVendor
 from .binary import ALGORITHMS as BINARY
 from .conv import small_flops
 from .dnnl_layers import MatmulLayer
-from .eltwise import ALGORITHMS as ELTWISE, cached_layer
+from .eltwise import ALGORITHMS as ELTWISE, NUMPY_AT, STANDALONE, cached_layer, reference_call
 from .stretch import team_call
 
 
@@ -44,8 +42,8 @@ SMALL_WEIGHT_BYTES = 1 << 20
 
 
 #: unary ops a matmul applies as oneDNN eltwise post-ops: those whose oneDNN form gives NumPy's NaN and infinities
-#: (oneDNN's ReLU makes a NaN 0, hard sigmoid 1, exp an infinity; its erf GELU makes an infinity NaN)
-POST_ELTWISE = frozenset({"leaky_relu", "elu", "sigmoid", "tanh", "swish", "hard_swish", "gelu_tanh"})
+#: (a post-op's input is the product, which no check can read first: not ReLU, nor the ops ``NUMPY_AT`` checks)
+POST_ELTWISE = STANDALONE - set(NUMPY_AT)
 
 
 def post_ops(steps: Sequence[tuple], extras: Sequence[Any], rank: int) -> tuple[tuple, tuple[int, ...]] | None:
@@ -146,11 +144,7 @@ class OnednnGemm(HostVendor):
         y = arrays[-1]
         fused = self._fused(ins, outs, attrs)
         if fused is None or any(np.may_share_memory(y, x) for x in arrays[:-1]):
-            op, operands = get(self.name), arrays[:-1]
-
-            def apart(keep: Any = views) -> None:
-                y[...] = op.reference(operands, attrs)[0]
-            return team_call(apart, False)
+            return reference_call(self.name, arrays[:-1], y, attrs)
         layer, reads = fused
         n = len(ins) - int(attrs["epilogue_inputs"])
         extras = arrays[n:-1]

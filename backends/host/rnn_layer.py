@@ -15,7 +15,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from .dnnl import ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS, FORWARD_INFERENCE, Layer, aligned, check
+from .dnnl import ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS, FORWARD_INFERENCE, Layer, aligned, check, dense
 
 _ANY = 1  # dnnl_format_tag_any
 _QUERY_EXEC_ARG_MD = 255
@@ -79,10 +79,6 @@ def onednn_weights(g: Geometry, w: np.ndarray, r: np.ndarray, b: np.ndarray | No
     return wl, wi, bias, peep
 
 
-def _dense(shape: Sequence[int]) -> tuple[int, ...]:
-    return tuple(int(np.prod(shape[k + 1:])) for k in range(len(shape)))
-
-
 class RnnLayer(Layer):
     """One oneDNN recurrent layer of a ``Geometry``: X, the initial states, Y and the final states read and
     written where ONNX keeps them (Y through a scratch copy where ONNX's (T, D, N, H) is not oneDNN's
@@ -96,16 +92,16 @@ class RnnLayer(Layer):
         lstm = g.cell == "lstm"
         x_strides = (i, t * i, 1) if g.batch_first else (n * i, i, 1)
         # states (1, D, N, H): ONNX's (D, N, H), or (N, D, H) batch first
-        s_strides = (d * n * h, h, d * h, 1) if g.batch_first else _dense((1, d, n, h))
+        s_strides = (d * n * h, h, d * h, 1) if g.batch_first else dense((1, d, n, h))
         self.y_direct = g.batch_first or d == 1 or n == 1
-        y_strides = (d * h, t * d * h, 1) if g.batch_first else _dense((t, n, d * h))
+        y_strides = (d * h, t * d * h, 1) if g.batch_first else dense((t, n, d * h))
         md_x = self._strided_md((t, n, i), x_strides)
         md_s = self._strided_md((1, d, n, h), s_strides)
         md_y = self._strided_md((t, n, d * h), y_strides)
-        self.plain = [self._strided_md(s, _dense(s)) for s in ((1, d, i, gates, h), (1, d, h, gates, h))]
+        self.plain = [self._strided_md(s, dense(s)) for s in ((1, d, i, gates, h), (1, d, h, gates, h))]
         md_any = [self._md(s, _ANY) for s in ((1, d, i, gates, h), (1, d, h, gates, h))]
-        md_b = self._strided_md((1, d, bias_gates, h), _dense((1, d, bias_gates, h)))
-        md_p = self._strided_md((1, d, 3, h), _dense((1, d, 3, h))) if g.peephole else None
+        md_b = self._strided_md((1, d, bias_gates, h), dense((1, d, bias_gates, h)))
+        md_p = self._strided_md((1, d, 3, h), dense((1, d, 3, h))) if g.peephole else None
         direction = _CONCAT if d == 2 else _RIGHT2LEFT if g.reverse else _LEFT2RIGHT
         h0 = md_s if g.initial_h else None
         pd = ctypes.c_void_p()
