@@ -3,18 +3,19 @@ recorded host calls timed one by one, summed per op type.
 
     python -m benchmarks.host_overhead chain [--nodes 1,64,256] [--threads N]
     python -m benchmarks.host_overhead ops MODEL.onnx [--reps R] [--threads N]
-    python -m benchmarks.host_overhead {bound,post-ops} MODEL.onnx [--rounds R] [--threads N]
+    python -m benchmarks.host_overhead {bound,post-ops,attention} MODEL.onnx [--rounds R] [--threads N]
 
 ``chain``: an ONNX graph of N alternating Add (of a constant) and Relu nodes on a 1x16 float32 tensor, run as
 a devicelayer host plan and as an onnxruntime session (same threads), NumPy in and out; per call medians, and
 the per-node cost as the slope between the chain lengths.  ``ops``: the plan's recorded host stretches, each
 call timed on its own on this thread (back to back, warm), medians per call summed per op type, beside the
-whole run's time (the difference is the run's fixed cost).  ``bound`` and ``post-ops``: the model as two host
-plans in one process, one in an earlier form, one as the library makes it now, and onnxruntime beside them;
+whole run's time (the difference is the run's fixed cost).  ``bound``, ``post-ops`` and ``attention``: the model
+as two host plans in one process, one in an earlier form, one as the library makes it now, and onnxruntime beside them;
 blocks of 100 runs in a rotating order, a pause before each; per contestant the fastest and the median block.
 ``bound``: the earlier plan's oneDNN calls run each layer as a call made before ``Layer.bind`` did (pointing the
 layer's shared memories at the call's operands, then executing).  ``post-ops``: the earlier plan's small products
 with an epilogue run NumPy's product and steps instead of oneDNN's matmul with the epilogue as post-ops.
+``attention``: the earlier plan keeps attention's nodes (no attention pattern).
 """
 
 from __future__ import annotations
@@ -152,9 +153,23 @@ def _numpy_epilogues() -> Iterator[None]:
         gemm.OnednnGemm.takes_epilogue = True
 
 
+@contextlib.contextmanager
+def _no_attention() -> Iterator[None]:
+    """The attention pattern is not looked for: Q·Kᵀ, its scale and mask, softmax and ·V stay nodes."""
+    from devicelayer.graph import patterns
+
+    matchers = patterns.MATCHERS
+    patterns.MATCHERS = tuple(m for m in matchers if m is not patterns.attention)
+    try:
+        yield
+    finally:
+        patterns.MATCHERS = matchers
+
+
 #: in-process comparisons: the earlier form's name and what makes a plan take it, against the current form
 COMPARISONS: dict[str, tuple[str, Callable[[], Any]]] = {"bound": ("per-call run", _per_call_runs),
-                                                         "post-ops": ("numpy epilogue", _numpy_epilogues)}
+                                                         "post-ops": ("numpy epilogue", _numpy_epilogues),
+                                                         "attention": ("attention as nodes", _no_attention)}
 
 
 def compare(what: str, path: str, rounds: int, threads: int) -> dict[str, Any]:

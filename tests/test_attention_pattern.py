@@ -1,6 +1,8 @@
 """The attention pattern (devicelayer/graph/patterns.py): MatMul(Q, Kᵀ), a scale, an optional constant mask,
-Softmax, MatMul(., V) become one attention op on every device, against NumPy float64 and the unfused plan; refused
-where the transpose, the softmax axis, the scale or the mask differ."""
+Softmax, MatMul(., V) become one attention op on every device, against NumPy float64 and the unfused plan; so does
+PyTorch's export of scaled_dot_product_attention (Q and Kᵀ scaled apart, Kᵀ a (0, 2, 3, 1) transpose of the keys'
+(B, S, H, D) view, a computed mask, the NaN rows made zeros); refused where the softmax axis, the scale or the mask
+differ."""
 
 from __future__ import annotations
 
@@ -49,30 +51,143 @@ def test_attention_is_recognised(device, rng, scale_op, mask):
         plain.release()
 
 
-@pytest.mark.parametrize("change", ["no_transpose", "axis", "scale_tensor", "all_masked_row", "cast_before_softmax"])
+def sdpa_graph(rng, masked=True, nan_to_zero=True, scales=(0.7, 0.6), sq=SQ):
+    """PyTorch's export of scaled_dot_product_attention over projected (B, S, H*D) activations: Q's heads
+    transposed (0, 2, 1, 3) and scaled, Kᵀ the keys' (B, S, H, D) view transposed (0, 2, 3, 1) and scaled, a boolean
+    key mask (B, 1, 1, SKV) made -inf/0 by a where, the softmax's NaN rows made zeros; and feeds, with batch 1's
+    keys all masked.  (``sq`` above 16 query rows: the composed kernels on GPUs, the fused one below.)"""
+    g = dl.Graph()
+    xq, xk, xv = g.input("xq", (B, sq, H * D)), g.input("xk", (B, SKV, H * D)), g.input("xv", (B, SKV, H * D))
+    keep = g.input("keep", (B, 1, 1, SKV), np.bool_)
+    heads = lambda x, n: g.reshape(x, shape=[B, n, H, D])  # noqa: E731
+    q = g.mul(g.transpose(heads(xq, sq), perm=[0, 2, 1, 3]), g.constant(np.float32(scales[0])))
+    kt = g.mul(g.transpose(heads(xk, SKV), perm=[0, 2, 3, 1]), g.constant(np.float32(scales[1])))
+    v = g.transpose(heads(xv, SKV), perm=[0, 2, 1, 3])
+    s = g.matmul(q, kt)
+    if masked:
+        s = g.add(s, g.where(keep, g.constant(np.float32(0)), g.constant(np.float32(-np.inf))))
+    p = g.softmax(s, axis=-1)
+    if nan_to_zero:
+        p = g.where(g.is_nan(p), g.constant(np.float32(0)), p)
+    g.output("y", g.matmul(p, v))
+    mask = rng.random((B, 1, 1, SKV)) < 0.7
+    mask[0, 0, 0, 0] = True
+    mask[1] = False  # batch 1: every key masked, its rows zeros
+    feeds = {"xq": rng.standard_normal((B, sq, H * D)).astype(np.float32),
+             "xk": rng.standard_normal((B, SKV, H * D)).astype(np.float32),
+             "xv": rng.standard_normal((B, SKV, H * D)).astype(np.float32), "keep": mask}
+    return g, feeds
+
+
+@pytest.mark.parametrize("form", ["masked", "masked_long", "unmasked", "kt_plain_transpose"])
+def test_exported_sdpa_is_recognised(device, rng, form):
+    g, feeds = _sdpa_kt_transpose(rng) if form == "kt_plain_transpose" else \
+        sdpa_graph(rng, form != "unmasked", sq=20 if form == "masked_long" else SQ)
+    fused, plain = g.compile([device]), g.compile([device], fuse=False)
+    try:
+        ops = [n.op for n in fused.graph.needed()]
+        assert ops.count("attention") == 1 and not {"softmax", "is_nan", "matmul"} & set(ops), ops
+        assert fused.kernel_counts()["after"] < plain.kernel_counts()["after"]
+        got, unfused = poisoned_run(fused, feeds)["y"], poisoned_run(plain, feeds)["y"]
+        want = reference64(g, feeds)["y"]
+        close(got, want)
+        close(got, unfused.astype(np.float64), 1e-4)
+        if form.startswith("masked"):
+            assert np.all(got[1] == 0)  # every key masked: zeros, as the export's where gives them
+    finally:
+        fused.release()
+        plain.release()
+
+
+def _sdpa_kt_transpose(rng):
+    """Q·Kᵀ with Kᵀ = transpose(k, (0, 1, 3, 2)) scaled after the transpose and Q scaled: read through to k."""
+    g = dl.Graph()
+    q, k, v = g.input("q", (B, H, SQ, D)), g.input("k", (B, H, SKV, D)), g.input("v", (B, H, SKV, D))
+    c = g.constant(np.float32(D ** -0.25))
+    s = g.matmul(g.mul(c, q), g.mul(g.transpose(k, perm=[0, 1, 3, 2]), c))
+    g.output("y", g.matmul(g.softmax(s, axis=-1), v))
+    feeds = {n: rng.standard_normal((B, H, SKV if n != "q" else SQ, D)).astype(np.float32) for n in "qkv"}
+    return g, feeds
+
+
+@pytest.mark.parametrize("sq", [SQ, 20])
+def test_k_given_transposed_is_recognised(device, rng, sq):
+    g = dl.Graph()
+    q, kt, v = g.input("q", (B, H, sq, D)), g.input("kt", (B, H, D, SKV)), g.input("v", (B, H, SKV, D))
+    g.output("y", g.matmul(g.softmax(g.div(g.matmul(q, kt), g.constant(np.float32(2.0))), axis=-1), v))
+    feeds = {"q": rng.standard_normal((B, H, sq, D)).astype(np.float32),
+             "kt": rng.standard_normal((B, H, D, SKV)).astype(np.float32),
+             "v": rng.standard_normal((B, H, SKV, D)).astype(np.float32)}
+    fused = g.compile([device])
+    try:
+        assert [n.op for n in fused.graph.needed()] == ["attention"]
+        close(poisoned_run(fused, feeds)["y"], reference64(g, feeds)["y"])
+    finally:
+        fused.release()
+
+
+@pytest.mark.parametrize("mask", ["computed", "computed_long", "constant"])
+def test_rows_masked_everywhere_stay_nan_without_the_where(device, rng, mask):
+    """Without the where after the softmax a row masked everywhere is the softmax's NaN row: the attention op
+    keeps it (``nan_rows``)."""
+    if mask.startswith("computed"):
+        g, feeds = sdpa_graph(rng, nan_to_zero=False, sq=20 if mask == "computed_long" else SQ)
+    else:
+        m = np.where(rng.random((SQ, SKV)) < 0.3, -np.inf, 0).astype(np.float32)
+        m[2] = -np.inf
+        m[:, 0] = np.where(np.arange(SQ) == 2, -np.inf, 0)
+        g, feeds = attention_graph(rng, mask=m)
+    fused, plain = g.compile([device]), g.compile([device], fuse=False)
+    try:
+        assert [n.op for n in fused.graph.needed()].count("attention") == 1
+        got, unfused = poisoned_run(fused, feeds)["y"], poisoned_run(plain, feeds)["y"]
+        close(got, reference64(g, feeds)["y"])
+        close(got, unfused.astype(np.float64), 1e-4)
+        nan_rows = np.isnan(got)
+        assert nan_rows.any() and np.array_equal(nan_rows, np.isnan(unfused))
+    finally:
+        fused.release()
+        plain.release()
+
+
+@pytest.mark.parametrize("change", ["mask_over_rows_only", "mask_with_nan", "mask_broadcasting_the_scores"])
+def test_exported_sdpa_is_not_recognised_when_it_differs(device, rng, change):
+    if change == "mask_broadcasting_the_scores":  # the add's output larger than the scores: no attention shape
+        g = dl.Graph()
+        q, k, v = g.input("q", (1, H, SQ, D)), g.input("k", (1, H, SKV, D)), g.input("v", (1, H, SKV, D))
+        s = g.add(g.matmul(q, g.transpose(k, perm=[0, 1, 3, 2])), g.input("m", (B, H, SQ, SKV)))
+        g.output("y", g.matmul(g.softmax(s, axis=-1), v))
+    else:
+        g = dl.Graph()
+        q, k, v = g.input("q", (B, H, SQ, D)), g.input("k", (B, H, SKV, D)), g.input("v", (B, H, SKV, D))
+        m = np.zeros((SQ, 1), np.float32) if change == "mask_over_rows_only" else np.zeros((SQ, SKV), np.float32)
+        m[0, 0] = np.nan if change == "mask_with_nan" else -3.0
+        s = g.add(g.mul(g.matmul(q, g.transpose(k, perm=[0, 1, 3, 2])), g.constant(np.float32(0.5))),
+                  g.constant(m))
+        p = g.softmax(s, axis=-1)
+        g.output("y", g.matmul(g.where(g.is_nan(p), g.constant(np.float32(0)), p), v))
+    fused = g.compile([device])
+    try:
+        assert "attention" not in [n.op for n in fused.graph.needed()]
+        assert "softmax" in [n.op for n in fused.graph.needed()]
+    finally:
+        fused.release()
+
+
+@pytest.mark.parametrize("change", ["axis", "scale_tensor", "cast_before_softmax"])
 def test_attention_is_not_recognised_when_it_differs(device, rng, change):
-    if change == "no_transpose":  # K given transposed: no transpose node to read K through
-        g2 = dl.Graph()
-        q, k, v = g2.input("q", (B, H, SQ, D)), g2.input("k", (B, H, D, SKV)), g2.input("v", (B, H, SKV, D))
-        s = g2.mul(g2.matmul(q, k), g2.constant(np.float32(0.5)))  # K given transposed: no transpose node
-        g2.output("y", g2.matmul(g2.softmax(s, axis=-1), v))
-        g = g2
-    elif change == "cast_before_softmax":  # a one-input node where the scale or mask would be
+    if change == "cast_before_softmax":  # a one-input node where the scale or mask would be
         g = dl.Graph()
         q, k, v = g.input("q", (B, H, SQ, D)), g.input("k", (B, H, SKV, D)), g.input("v", (B, H, SKV, D))
         s = g.mul(g.matmul(q, g.transpose(k, perm=[0, 1, 3, 2])), g.constant(np.float32(0.5)))
         g.output("y", g.matmul(g.softmax(g.cast(s, to=np.float32), axis=-1), v))
     elif change == "axis":
         g, _ = attention_graph(rng, axis=2)
-    elif change == "scale_tensor":
+    else:
         g = dl.Graph()
         q, k, v = g.input("q", (B, H, SQ, D)), g.input("k", (B, H, SKV, D)), g.input("v", (B, H, SKV, D))
         s = g.mul(g.matmul(q, g.transpose(k, perm=[0, 1, 3, 2])), g.constant(np.full((SKV,), 0.5, np.float32)))
         g.output("y", g.matmul(g.softmax(s, axis=-1), v))
-    else:
-        m = np.zeros((SQ, SKV), np.float32)
-        m[2] = -np.inf
-        g, _ = attention_graph(rng, mask=m)
     fused = g.compile([device])
     try:
         assert "attention" not in [n.op for n in fused.graph.needed()]

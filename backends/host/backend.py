@@ -283,7 +283,8 @@ class HostDevice(Device):
     def vendor_op(self, name: str) -> Any:
         """oneDNN for float32 convolutions, pools, batch and layer normalization, channel shuffles, large transposes,
         additions, subtractions, products and quotients, concatenation, activations and other elementwise functions
-        (``eltwise``), softmax, matrix products, LSTM and GRU layers where it is installed; NumPy for the rest."""
+        (``eltwise``), softmax, matrix products, attention, LSTM and GRU layers where it is installed; NumPy for the
+        rest."""
         if host_dnnl.library() is None:
             return None
         # (they build on this module's HostVendor)
@@ -307,6 +308,10 @@ class HostDevice(Device):
             from .transpose import OnednnTranspose
 
             return OnednnTranspose(self, name, f"oneDNN {host_dnnl.version()}")
+        if name == "attention":
+            from .attention import OnednnAttention
+
+            return OnednnAttention(self, name, f"oneDNN {host_dnnl.version()}")
         if name in ("lstm", "gru"):
             from .rnn import OnednnRecurrent
 

@@ -3,7 +3,8 @@
 A PyTorch export (or an older opset) spells LayerNorm as ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul,
 Add; GELU as Div, Erf, Add, Mul, Mul (or its tanh form); Softmax as ReduceMax, Sub, Exp, ReduceSum, Div; GroupNorm
 as Reshape, InstanceNormalization, Reshape, Mul, Add; SiLU as Sigmoid and Mul; attention as MatMul(Q,
-Transpose(K)), a scale, an optional constant mask, Softmax and MatMul(., V).  Each
+Transpose(K)), a scale, an optional mask, Softmax and MatMul(., V) (PyTorch's scaled_dot_product_attention: Q and
+Kᵀ scaled apart, the softmax's NaN rows made zeros).  Each
 matcher here checks the structure exactly (axes, keepdims, the constants: epsilon, sqrt(2), 0.5, 1, 0.044715,
 sqrt(2/pi)) and that every intermediate is read only inside the pattern, and gives a ``Replacement``: the
 pattern's nodes, the op standing for them and its inputs.  A replacement is kept only where its op runs on the
@@ -11,7 +12,8 @@ device the pattern's nodes were placed on; elsewhere the nodes stay as they are.
 pattern on the host only (``HOST_ONLY``), where one library call beats NumPy's passes.  An activation after a
 Conv (ReLU6's Clip, SiLU, hard swish, sigmoid...) becomes the conv's activation (oneDNN's post-op on the host,
 the kernels' epilogue elsewhere) except where the device's vendor library runs the conv but not with that
-activation (``VENDOR_FIRST``): a vendor call is not traded for the op's kernels.
+activation (``VENDOR_FIRST``): a vendor call is not traded for the op's kernels.  Attention replaces its
+pattern on the host only where the host's vendor library computes it (``HOST_VENDOR_ONLY``).
 """
 
 from __future__ import annotations
@@ -437,52 +439,103 @@ def _scale_of(g: _Graph, node: Node, scores: Value) -> float | None:
     return c if node.op == "mul" else 1.0 / c
 
 
+def _through_scales(g: _Graph, v: Value, reader: Node) -> tuple[Value, float, list[Node]]:
+    """``v`` read through its chain of scalar multiplications and divisions (each read only by the next, the last
+    only by ``reader``): the value before them, the product of their factors, the chain's nodes."""
+    factor, members = 1.0, []
+    while v.producer is not None and v.producer.op in ("mul", "div") and g.only(v) is reader:
+        node = v.producer
+        base = node.inputs[0] if node.inputs[1].constant is not None else node.inputs[1]
+        f = _scale_of(g, node, base)
+        if f is None or g.types[id(base)].shape != g.types[id(v)].shape:
+            break
+        factor, members, v, reader = factor * f, [node, *members], base, node
+    return v, factor, members
+
+
+def _nan_to_zero(g: _Graph, probs: Value) -> tuple[Node, list[Node]] | None:
+    """(the softmax, the nodes) where ``probs`` is where(is_nan(p), 0, p) of a softmax's p read by nothing else:
+    PyTorch's export of scaled_dot_product_attention with a mask, whose rows masked everywhere give zeros."""
+    where = probs.producer
+    if where is None or where.op != "where" or len(where.inputs) != 3:
+        return None
+    isnan, zero, p = where.inputs[0].producer, where.inputs[1], where.inputs[2]
+    if isnan is None or isnan.op != "is_nan" or isnan.inputs[0] is not p or scalar(zero) != 0.0:
+        return None
+    sm = p.producer
+    if sm is None or sm.op != "softmax" or g.only(isnan.outputs[0]) is not where or \
+            not g.internal(p, [isnan, where]) or id(isnan) in g.taken:
+        return None
+    return sm, [isnan, where]
+
+
 def attention(g: _Graph, last: Node) -> Replacement | None:
-    """matmul(q, transpose(k, (0, 1, 3, 2))) -> mul (or div) by a constant [-> add a constant float mask whose
-    rows each keep a finite entry] -> softmax(axis -1) -> matmul(., v), 4-D, heads and batch equal."""
+    """matmul(q [* a], kᵀ [* b]) [* or / c] [+ mask] -> softmax(axis -1) [-> where(is_nan(p), 0, p)] -> matmul(.,
+    v), 4-D, heads and batch equal, the factors one-element constants (the scale is their product, 1 without
+    them).  kᵀ is transpose(k, (0, 1, 3, 2)) (read through to k) or any (B, H, Dk, Skv) tensor (PyTorch's
+    export transposes the keys' (B, S, H, D) view with (0, 2, 3, 1)).  The mask is any float tensor as long
+    as the keys (a constant one without NaN); a row it masks everywhere gives the softmax's NaN (``nan_rows``),
+    or zeros where the where makes them so, as the attention op does by default."""
     if last.op != "matmul":
         return None
     probs, v = last.inputs
-    sm = probs.producer
-    if sm is None or sm.op != "softmax" or g.only(probs) is not last:
+    if g.only(probs) is not last:
+        return None
+    found = _nan_to_zero(g, probs)
+    sm, tail = found if found is not None else (probs.producer, [])
+    if sm is None or sm.op != "softmax":
         return None
     rank = len(g.shape(probs))
     if rank != 4 or int(sm.attrs.get("axis", -1)) % rank != 3:
         return None
-    node = sm.inputs[0].producer
-    members = [sm, last]
-    mask = None
-    if node is not None and node.op == "add" and g.only(node.outputs[0]) is sm:
-        scaled = node.inputs[0]
-        mask = node.inputs[1]
-        if mask.constant is None or mask.constant.dtype.kind != "f" or scaled.producer is None:
+    members = [sm, *tail, last]
+    x, reader, mask = sm.inputs[0], sm, None
+    node = x.producer
+    if node is not None and node.op == "add" and g.only(x) is sm:
+        for scores, m in ((node.inputs[0], node.inputs[1]), (node.inputs[1], node.inputs[0])):
+            ms = g.shape(m)
+            if scores is m or g.types[id(m)].dtype != g.types[id(x)].dtype or not 1 <= len(ms) <= rank or \
+                    ms[-1] != g.shape(x)[-1] or g.shape(scores) != g.shape(x):
+                continue  # (the op masks the keys past a shorter mask: one broadcast over the keys is no mask)
+            if m.constant is not None and np.isnan(m.constant).any():
+                return None  # (a NaN in a row: softmax's NaN row, which the where makes zeros and attention not)
+            if _scores_product(g, scores, node) is not None:
+                mask, x, reader = m, scores, node
+                members.insert(0, node)
+                break
+        if mask is None:
             return None
-        full = np.broadcast_to(mask.constant, g.shape(node.outputs[0])) if mask.constant.ndim <= rank else None
-        if full is None or not np.all(np.any(np.isfinite(full), axis=-1)) or np.isnan(full).any():
-            return None  # (a row masked everywhere: softmax gives NaN, attention zeros)
-        members.insert(0, node)
-        node = scaled.producer
-    if node is None or node.op not in ("mul", "div") or g.only(node.outputs[0]) is not members[0]:
+    found_qk = _scores_product(g, x, reader)
+    if found_qk is None:
         return None
-    qk = node.inputs[0] if node.inputs[1].constant is not None else node.inputs[1]
-    factor = _scale_of(g, node, qk)
-    first = qk.producer
-    if factor is None or first is None or first.op != "matmul" or g.only(qk) is not node:
-        return None
-    q, kt = first.inputs
-    tr = kt.producer
-    if tr is None or tr.op != "transpose" or g.only(kt) is not first:
-        return None
-    perm = tr.attrs.get("perm")
-    if perm is None or [int(p) % 4 for p in perm] != [0, 1, 3, 2] or len(g.shape(tr.inputs[0])) != 4:
-        return None
-    k = tr.inputs[0]
+    q, k, k_transposed, factor, nodes = found_qk
     qs, ks, vs = g.shape(q), g.shape(k), g.shape(v)
-    if len(qs) != 4 or qs[:2] != ks[:2] or vs[:2] != qs[:2] or vs[2] != ks[2]:
+    if len(ks) != 4 or qs[:2] != ks[:2] or vs[:2] != qs[:2] or vs[2] != ks[3 if k_transposed else 2]:
         return None
     inputs = [q, k, v] + ([mask] if mask is not None else [])
-    return Replacement("attention", [tr, first, node, *members], "attention", {"scale": float(factor)}, inputs,
-                       [last.outputs[0]])
+    attrs = {"scale": float(factor), "k_transposed": k_transposed, "nan_rows": not tail}
+    return Replacement("attention", [*nodes, *members], "attention", attrs, inputs, [last.outputs[0]])
+
+
+def _scores_product(g: _Graph, x: Value, reader: Node) -> tuple[Value, Value, bool, float, list[Node]] | None:
+    """(q, k or kᵀ, whether kᵀ, the scale, the nodes) where ``x`` (read only by ``reader``) is q·kᵀ scaled by
+    one-element constants before or after the product."""
+    prod, factor, nodes = _through_scales(g, x, reader)
+    first = prod.producer
+    if first is None or first.op != "matmul" or g.only(prod) is not (nodes[0] if nodes else reader):
+        return None
+    q, fq, q_nodes = _through_scales(g, first.inputs[0], first)
+    kt, fk, k_nodes = _through_scales(g, first.inputs[1], first)
+    if len(g.shape(q)) != 4 or len(g.shape(kt)) != 4 or q is kt:
+        return None
+    tr = kt.producer
+    perm = tr.attrs.get("perm") if tr is not None and tr.op == "transpose" else None
+    inner = k_nodes[0] if k_nodes else first
+    if perm is not None and [int(p) % 4 for p in perm] == [0, 1, 3, 2] and g.only(kt) is inner:
+        k, k_transposed, k_nodes = tr.inputs[0], False, [tr, *k_nodes]
+    else:
+        k, k_transposed = kt, True
+    return q, k, k_transposed, factor * fq * fk, [*q_nodes, *k_nodes, first, *nodes]
 
 
 #: ops that replace their pattern on the host only: a kernel device computes their chain (x * sigmoid(x)) as one
@@ -490,6 +543,9 @@ def attention(g: _Graph, last: Node) -> Replacement | None:
 HOST_ONLY = frozenset({"swish"})  # pattern kinds
 #: pattern kinds kept only where the device's vendor library (if it has one for the op) takes the replacement
 VENDOR_FIRST = frozenset({"conv_activation"})
+#: pattern kinds kept on the host only where its vendor library takes the replacement: the op's NumPy reference
+#: costs more than the nodes it replaces (attention's, 3x)
+HOST_VENDOR_ONLY = frozenset({"attention"})
 
 MATCHERS: tuple[Callable[[_Graph, Node], Replacement | None], ...] = (layer_norm, softmax, gelu, conv_activation,
                                                                      swish, group_norm, attention)
@@ -534,9 +590,12 @@ def _runs(r: Replacement, types: Mapping[int, TensorType]) -> bool:
         return False
     if [(t.shape, t.dtype) for t in outs] != [(types[id(v)].shape, types[id(v)].dtype) for v in r.outputs]:
         return False
-    if r.kind in VENDOR_FIRST and r.device.info.kernel_language != "python":
+    on_host = r.device.info.kernel_language == "python"
+    if (r.kind in VENDOR_FIRST and not on_host) or (r.kind in HOST_VENDOR_ONLY and on_host):
         vendor = r.device.vendor_op(r.op)
         accepts = getattr(vendor, "accepts", None)
+        if vendor is None and on_host:
+            return False
         if vendor is not None and accepts is not None and not accepts(ins, outs, attrs):
             return False
     return op.unsupported(ins, attrs, r.device.info) is None

@@ -59,6 +59,8 @@ class Attention(FloatKernelOp):
     ``nonpad_kv_seqlen`` (B,) integers: -inf for keys j >= nonpad[b], and offset = nonpad[b] - Sq.  A query
     row whose bias is -inf everywhere gives zeros.  With ``qk_matmul_output_mode`` 0-3 a second output
     (B, Hq, Sq, Skv) holds the scaled product, the softcapped one, that plus the bias, or the probabilities.
+    Two more attributes, not ONNX's, which the attention pattern sets: with ``k_transposed`` k is given as kᵀ,
+    (B, Hk, Dk, Skv); with ``nan_rows`` a row whose bias is -inf everywhere gives NaN, as a softmax does.
     """
 
     name = "attention"
@@ -68,8 +70,9 @@ class Attention(FloatKernelOp):
 
     def check(self, inputs, attrs):
         known_attrs(self, attrs, ("scale", "is_causal", "softcap", "offset", "left_window_size",
-                                  "right_window_size", "qk_matmul_output_mode"))
+                                  "right_window_size", "qk_matmul_output_mode", "k_transposed", "nan_rows"))
         q, k, v = inputs[:3]
+        k_transposed = bool_attr(self, attrs, "k_transposed", False)
         for t, what in zip((q, k, v), ("q", "k", "v")):
             float_tensor(self, t, what)
             if len(t.shape) != 4:
@@ -77,6 +80,8 @@ class Attention(FloatKernelOp):
             if t.dtype != q.dtype:
                 raise self.error(f"q, k and v must share one dtype, got {q.dtype} and {t.dtype}")
         B, Hq, Sq, Dk = q.shape
+        if k_transposed:
+            k = TensorType(k.shape[:2] + (k.shape[3], k.shape[2]), k.dtype)
         if k.shape[0] != B or v.shape[0] != B:
             raise self.error(f"q, k and v must have one batch size, got {q.shape}, {k.shape}, {v.shape}")
         Hk, Skv = k.shape[1], k.shape[2]
@@ -113,7 +118,8 @@ class Attention(FloatKernelOp):
             raise self.error(f"qk_matmul_output_mode must be -1 (no output) or one of {QK_MODES}, got {mode}")
         return {"scale": scale, "is_causal": bool_attr(self, attrs, "is_causal", False), "softcap": softcap,
                 "offset": offset, "left_window_size": left, "right_window_size": right,
-                "qk_matmul_output_mode": mode}
+                "qk_matmul_output_mode": mode, "k_transposed": k_transposed,
+                "nan_rows": bool_attr(self, attrs, "nan_rows", False)}
 
     def _extras(self, inputs: Sequence[Any]) -> tuple[Any, Any]:
         """(mask, nonpad_kv_seqlen) among inputs 3 and 4 (None where absent): integers are the lengths."""
@@ -135,15 +141,15 @@ class Attention(FloatKernelOp):
         B, Hq, Sq, _ = q.shape
         outs = [TensorType((B, Hq, Sq, v.shape[3]), q.dtype)]
         if attrs["qk_matmul_output_mode"] >= 0:
-            outs.append(TensorType((B, Hq, Sq, k.shape[2]), q.dtype))
+            outs.append(TensorType((B, Hq, Sq, v.shape[2]), q.dtype))
         return outs
 
     # -- reference ------------------------------------------------------------------------------------------------
     def _bias(self, inputs, attrs, dtype: np.dtype) -> np.ndarray:
         """The additive bias, broadcastable to (B, Hq, Sq, Skv)."""
-        q, k = inputs[0], inputs[1]
+        q = inputs[0]
         B, _, Sq, _ = q.shape
-        Skv = k.shape[2]
+        Skv = inputs[2].shape[2]
         mask, nonpad = self._extras(inputs)
         ninf = dtype.type(-np.inf)
         bias = np.zeros((1, 1, Sq, Skv), dtype)
@@ -170,6 +176,8 @@ class Attention(FloatKernelOp):
 
     def reference(self, inputs, attrs):
         q, k, v = (widen(a) for a in inputs[:3])
+        if attrs.get("k_transposed"):
+            k = np.swapaxes(k, 2, 3)
         dtype = q.dtype
         B, Hq, Sq, Dk = q.shape
         Hk, Skv, Dv = k.shape[1], k.shape[2], v.shape[3]
@@ -188,7 +196,8 @@ class Attention(FloatKernelOp):
             top = np.max(t, axis=3, keepdims=True) if Skv else np.zeros(t.shape[:3] + (1,), dtype)
             e = np.exp(t - np.where(top == -np.inf, dtype.type(0), top))
             total = np.sum(e, axis=3, keepdims=True)
-            p = np.where(guard, dtype.type(0), e / np.where(total == 0, dtype.type(1), total))
+            empty = dtype.type(np.nan if attrs.get("nan_rows") else 0)
+            p = np.where(guard, empty, e / np.where(total == 0, dtype.type(1), total))
             y = np.matmul(p.reshape(B, Hk, G * Sq, Skv), v).reshape(B, Hq, Sq, Dv)
         outs = [y.astype(inputs[0].dtype)]
         mode = attrs["qk_matmul_output_mode"]
@@ -206,17 +215,20 @@ class Attention(FloatKernelOp):
                 and group_local(info, FUSED_GROUP) >= 8)
 
     def plan(self, inputs, outputs, attrs, info):
-        q, k = inputs[0], inputs[1]
-        scores = q.shape[0] * q.shape[1] * q.shape[2] * k.shape[2] * q.dtype.itemsize
-        if self._fits(inputs, info) and (q.shape[2] <= FUSED_QUERIES or scores > COMPOSED_SCORES_MAX):
+        q, v = inputs[0], inputs[2]
+        scores = q.shape[0] * q.shape[1] * q.shape[2] * v.shape[2] * q.dtype.itemsize
+        # (on CPU devices the fused kernel's group barriers cost more than the composition's score matrix: BERT's
+        # heads at 12 queries 1.2-1.7x slower on PoCL and lavapipe; half precision keeps it, its scores in float32)
+        few = q.shape[2] <= FUSED_QUERIES and (info.device_type != "cpu" or q.dtype.itemsize < 4)
+        if self._fits(inputs, info) and (few or scores > COMPOSED_SCORES_MAX):
             return self._fused(inputs, attrs, info)
         return self._composed(inputs, attrs, info)
 
     def _shape_scalars(self, inputs, attrs) -> tuple[list[Param], list[Any]]:
         """The scalars both kernels take, and their values."""
-        q, k, v = inputs[:3]
+        q, v = inputs[0], inputs[2]
         B, Hq, Sq, Dk = q.shape
-        Hk, Skv, Dv = k.shape[1], k.shape[2], v.shape[3]
+        Hk, Skv, Dv = v.shape[1], v.shape[2], v.shape[3]
         mask, _ = self._extras(inputs)
         Lm = mask.shape[-1] if mask is not None else Skv
         sb, sh, sq = _mask_layout(mask, B, Hq, Sq) if mask is not None else (0, 0, 0)
@@ -245,6 +257,10 @@ class Attention(FloatKernelOp):
             params.append(Param("nonpad", nt, "in"))
             args.append(("in", len(inputs) - 1))
             tag += f"_n{nt}"
+        if attrs.get("k_transposed"):
+            tag += "_kt"
+        if attrs.get("nan_rows"):
+            tag += "_nr"
         if attrs["is_causal"]:
             tag += "_c"
         if attrs["left_window_size"] >= 0 or attrs["right_window_size"] >= 0:
@@ -280,6 +296,11 @@ class Attention(FloatKernelOp):
             lines.append(f"if ({' || '.join(f'({c})' for c in blocked)}) bias = {ninf};")
         return "".join(f"{indent}{line}\n" for line in lines)
 
+    @staticmethod
+    def _empty(attrs) -> str:
+        """The factor of a row whose bias is -inf everywhere: 0 (zeros), or NaN with ``nan_rows``."""
+        return "CAST(ACC, DL_NAN)" if attrs.get("nan_rows") else "CAST(ACC, 0.0f)"
+
     def _offset_code(self, inputs) -> str:
         _, nonpad = self._extras(inputs)
         return "CAST(int, nonpad[b]) - Sq" if nonpad is not None else "offset"
@@ -313,8 +334,9 @@ class Attention(FloatKernelOp):
             buffers.append(Param("qk", "T", "out"))
             args.append(("out", 1))
         scalars, values = self._shape_scalars(inputs, attrs)
+        at_k = "kvb * Dk + d * Skv + j" if attrs.get("k_transposed") else "(kvb + j) * Dk + d"
         score = ("                ACC dot = CAST(ACC, 0.0f);\n"
-                 "                for (int d = 0; d < Dk; d++) dot = dot + qs[d] * TO_ACC(k[(kvb + j) * Dk + d]);\n"
+                 f"                for (int d = 0; d < Dk; d++) dot = dot + qs[d] * TO_ACC(k[{at_k}]);\n"
                  "                int qo = row * Skv + j;\n"
                  + self._score_code(inputs, attrs, "                ", "dot"))
         ninf = "CAST(ACC, -DL_INF)"
@@ -352,7 +374,7 @@ class Attention(FloatKernelOp):
             "                accs[d] = a;\n            }\n",
             "            m = mn;\n        }\n",
             group_reduce("l", add), group_reduce("seen", fmax),
-            f"        ACC inv = (seen == {zero} || l == {zero}) ? {zero} : CAST(ACC, 1.0f) / l;\n",
+            f"        ACC inv = (seen == {zero} || l == {zero}) ? {self._empty(attrs)} : CAST(ACC, 1.0f) / l;\n",
             "        for (int d = LID(0); d < Dv; d += LSIZE(0)) y[row * Dv + d] = FROM_ACC(accs[d] * inv);\n",
         ]
         if mode == 3:  # the probabilities: each key scored again (the scores are not kept)
@@ -370,15 +392,17 @@ class Attention(FloatKernelOp):
         return Plan([Launch(spec, (*args, *values), gsize, (local,))])
 
     def _composed(self, inputs, attrs, info) -> Plan:
-        q, k, v = inputs[:3]
+        q, v = inputs[0], inputs[2]
         elem = dialect_type(q.dtype)
         B, Hq, Sq, Dk = q.shape
-        Hk, Skv, Dv = k.shape[1], k.shape[2], v.shape[3]
+        Hk, Skv, Dv = v.shape[1], v.shape[2], v.shape[3]
         G = Hq // Hk
         mode = attrs["qk_matmul_output_mode"]
-        # scores (B, Hk, G, Sq, Skv) = q · kᵀ, the G query heads of a key head reading it with stride 0
+        # scores (B, Hk, G, Sq, Skv) = q · kᵀ, the G query heads of a key head reading it with stride 0; k read
+        # across its rows, or kᵀ along them
         qk_batch = [(B, Hq * Sq * Dk, Hk * Skv * Dk), (Hk, G * Sq * Dk, Skv * Dk), (G, Sq * Dk, 0)]
-        steps: list[Any] = gemm_steps(info, elem, Sq, Skv, Dk, Dk, 1, 1, Dk, qk_batch, y_arg=("tmp", 0))
+        s_bk, s_bn = (Skv, 1) if attrs.get("k_transposed") else (1, Dk)
+        steps: list[Any] = gemm_steps(info, elem, Sq, Skv, Dk, Dk, 1, s_bk, s_bn, qk_batch, y_arg=("tmp", 0))
         buffers, args, tag = self._buffers(inputs, attrs, fused=False)
         if mode >= 0:
             buffers.append(Param("qk", "T", "out"))
@@ -399,7 +423,7 @@ class Attention(FloatKernelOp):
                 + score
                 + "            ACC p = dl_exp(t - base);\n            l = l + p;\n"
                 "            sc[qo] = FROM_ACC(p);\n        }\n"
-                f"        ACC inv = (seen == 0 || l == {zero}) ? {zero} : CAST(ACC, 1.0f) / l;\n"
+                f"        ACC inv = (seen == 0 || l == {zero}) ? {self._empty(attrs)} : CAST(ACC, 1.0f) / l;\n"
                 "        for (int j = 0; j < Skv; j++) {\n            int qo = row * Skv + j;\n"
                 "            ACC p = TO_ACC(sc[qo]) * inv;\n            sc[qo] = FROM_ACC(p);\n"
                 + ("            qk[qo] = FROM_ACC(p);\n" if mode == 3 else "") + "        }\n    }")

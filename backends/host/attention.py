@@ -1,0 +1,111 @@
+"""Float32 attention on the host through oneDNN: the scores as one matmul with the scale and the mask as its
+post-ops, softmax, and the weighted values as a second matmul (``AttentionLayer``).
+
+The op's NumPy reference takes a dozen passes over the score matrix (3x the unfused nodes' time for BERT's
+heads); three bound oneDNN calls take fewer than the nodes the attention pattern replaces.  oneDNN's softmax
+gives a row that is -inf everywhere (every key masked) or holds a NaN or +inf other values than the op does
+(zeros, NaN), so each call checks the scores' maximum and the output's sum afterwards (two passes: the row
+maxima took 45 us at BERT's size on the VM, NumPy's reduction along short rows) and computes such a call's
+probabilities and output again in NumPy.  Causal, windowed, soft-capped, boolean-masked and padded calls (a
+mask shorter than the keys, ``nonpad_kv_seqlen``), a second output and other dtypes run the op's reference.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from . import dnnl as host_dnnl, omp as host_omp
+from .backend import HostVendor
+from .conv import small_flops
+from .dnnl_layers import AttentionLayer
+from .eltwise import cached_layer, reference_call
+from .stretch import team_call
+
+
+def _geometry(ins: Any, attrs: dict) -> tuple[tuple[int, ...], tuple[int, ...], int, int,
+                                              tuple[int, ...] | None] | None:
+    """(Q's (B, Hk, G*Sq, Dk) view, K's strides as (B, Hk, Dk, Skv), Skv, Dv, the mask's 4-D shape) where the
+    layer computes the call; None where the reference runs it."""
+    q, k, v = ins[:3]
+    if any(t.dtype not in host_dnnl.DTYPES for t in ins[:3]) or len(ins) > 4 or attrs["is_causal"]:
+        return None
+    if attrs["softcap"] > 0 or attrs["qk_matmul_output_mode"] >= 0 or attrs["left_window_size"] >= 0 or \
+            attrs["right_window_size"] >= 0 or any(t.size == 0 for t in ins[:3]):
+        return None
+    B, Hq, Sq, Dk = q.shape
+    _, Hk, Skv, Dv = v.shape
+    G = Hq // Hk
+    mask = None
+    if len(ins) == 4:
+        m = ins[3]
+        if m.dtype not in host_dnnl.DTYPES or m.shape[-1] != Skv:
+            return None
+        mask = (1,) * (4 - len(m.shape)) + tuple(m.shape)
+        if G > 1 and mask[1:3] != (1, 1):  # (the G query heads of a key head are rows of one product)
+            return None
+    kd = (Hk * Dk * Skv, Dk * Skv)
+    k_strides = (*kd, Skv, 1) if attrs["k_transposed"] else (*kd, 1, Dk)
+    return (B, Hk, G * Sq, Dk), k_strides, Skv, Dv, mask
+
+
+def _redo(s: np.ndarray, v: np.ndarray, y: np.ndarray, nan_rows: bool) -> None:
+    """Y = softmax(S) V as the op defines it: a row of S that is -inf everywhere gives zeros (NaN with
+    ``nan_rows``), a row with a NaN or +inf NaN."""
+    with np.errstate(all="ignore"):
+        top = np.max(s, axis=-1, keepdims=True)
+        masked = top == -np.inf
+        e = np.exp(s - np.where(masked, np.float32(0), top))
+        total = np.sum(e, axis=-1, keepdims=True)
+        p = np.where(masked, np.float32(np.nan if nan_rows else 0), e / np.where(total == 0, np.float32(1), total))
+        np.matmul(p, v, out=y)
+
+
+class OnednnAttention(HostVendor):
+    """``attention`` in float32 through oneDNN (``AttentionLayer``) where it has no causal or window bias, no
+    softcap, no second output and a float mask as long as the keys (or none)."""
+
+    def route(self, ins: Any, attrs: dict) -> AttentionLayer | None:
+        """The layer computing these inputs (built once per geometry), None where the reference runs them."""
+        found = _geometry(ins, attrs)
+        if found is None:
+            return None
+        q, k_strides, skv, dv, mask = found
+        key = ("attention", (q, k_strides, skv, dv, mask, float(attrs["scale"])), ())
+        flops = 2 * math.prod(q[:3]) * skv * (q[3] + dv)
+        return cached_layer(self.dev, key, lambda: AttentionLayer(q, k_strides, skv, dv, mask, attrs["scale"]),
+                            0 if flops < small_flops() else 1 << 62)
+
+    def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
+        """Float32 calls ``route`` gives a layer for."""
+        return self.route(ins, attrs) is not None
+
+    def bind(self, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> Callable[[], None]:
+        """The op on these buffers as a call on the host worker (the reference where the output overlaps an
+        input)."""
+        pool = self.dev.pool
+        arrays = [pool._bytes(b)[:t.size * t.dtype.itemsize].view(t.dtype).reshape(t.shape)
+                  for b, t in zip((*in_bufs, *out_bufs), (*ins, *outs))]
+        y = arrays[len(ins)]
+        layer = self.route(ins, attrs)
+        if layer is None or any(np.may_share_memory(y, x) for x in arrays[:len(ins)]):
+            return reference_call(self.name, arrays[:len(ins)], y, attrs)
+        q, _, skv, dv, _ = _geometry(ins, attrs)
+        s, p = np.empty((*q[:3], skv), np.float32), np.empty((*q[:3], skv), np.float32)
+        v, out = arrays[2], y.reshape(*q[:3], dv)
+        mask = arrays[3].ctypes.data if len(ins) == 4 else None
+        run = layer.bind(arrays[0].ctypes.data, arrays[1].ctypes.data, v.ctypes.data, mask, s.ctypes.data,
+                         p.ctypes.data, y.ctypes.data, keep=(arrays, s, p))
+
+        def call() -> None:
+            run()
+            # (a NaN or +inf score shows in S's maximum; a row -inf everywhere makes oneDNN's row NaN, so Y's)
+            top = s.max()
+            if not (top < np.inf and math.isfinite(float(y.sum()))):
+                _redo(s, v, out, attrs["nan_rows"])
+        small = 2 * math.prod(q[:3]) * skv * (q[3] + dv) < small_flops()
+        if small:
+            return team_call(host_omp.alone(host_dnnl.library(), call), False)
+        return team_call(call, True, lambda: host_omp.alone(host_dnnl.library(), call))
