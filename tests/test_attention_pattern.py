@@ -51,18 +51,19 @@ def test_attention_is_recognised(device, rng, scale_op, mask):
         plain.release()
 
 
-def sdpa_graph(rng, masked=True, nan_to_zero=True, scales=(0.7, 0.6), sq=SQ):
+def sdpa_graph(rng, masked=True, nan_to_zero=True, scales=(0.7, 0.6), sq=SQ, skv=SKV):
     """PyTorch's export of scaled_dot_product_attention over projected (B, S, H*D) activations: Q's heads
     transposed (0, 2, 1, 3) and scaled, Kᵀ the keys' (B, S, H, D) view transposed (0, 2, 3, 1) and scaled, a boolean
     key mask (B, 1, 1, SKV) made -inf/0 by a where, the softmax's NaN rows made zeros; and feeds, with batch 1's
-    keys all masked.  (``sq`` above 16 query rows: the composed kernels on GPUs, the fused one below.)"""
+    keys all masked.  (``sq`` above 16 query rows: the composed kernels on GPUs, the fused one below; ``skv`` of
+    128 keys or more: a work-group per row of scores.)"""
     g = dl.Graph()
-    xq, xk, xv = g.input("xq", (B, sq, H * D)), g.input("xk", (B, SKV, H * D)), g.input("xv", (B, SKV, H * D))
-    keep = g.input("keep", (B, 1, 1, SKV), np.bool_)
+    xq, xk, xv = g.input("xq", (B, sq, H * D)), g.input("xk", (B, skv, H * D)), g.input("xv", (B, skv, H * D))
+    keep = g.input("keep", (B, 1, 1, skv), np.bool_)
     heads = lambda x, n: g.reshape(x, shape=[B, n, H, D])  # noqa: E731
     q = g.mul(g.transpose(heads(xq, sq), perm=[0, 2, 1, 3]), g.constant(np.float32(scales[0])))
-    kt = g.mul(g.transpose(heads(xk, SKV), perm=[0, 2, 3, 1]), g.constant(np.float32(scales[1])))
-    v = g.transpose(heads(xv, SKV), perm=[0, 2, 1, 3])
+    kt = g.mul(g.transpose(heads(xk, skv), perm=[0, 2, 3, 1]), g.constant(np.float32(scales[1])))
+    v = g.transpose(heads(xv, skv), perm=[0, 2, 1, 3])
     s = g.matmul(q, kt)
     if masked:
         s = g.add(s, g.where(keep, g.constant(np.float32(0)), g.constant(np.float32(-np.inf))))
@@ -70,19 +71,19 @@ def sdpa_graph(rng, masked=True, nan_to_zero=True, scales=(0.7, 0.6), sq=SQ):
     if nan_to_zero:
         p = g.where(g.is_nan(p), g.constant(np.float32(0)), p)
     g.output("y", g.matmul(p, v))
-    mask = rng.random((B, 1, 1, SKV)) < 0.7
+    mask = rng.random((B, 1, 1, skv)) < 0.7
     mask[0, 0, 0, 0] = True
     mask[1] = False  # batch 1: every key masked, its rows zeros
     feeds = {"xq": rng.standard_normal((B, sq, H * D)).astype(np.float32),
-             "xk": rng.standard_normal((B, SKV, H * D)).astype(np.float32),
-             "xv": rng.standard_normal((B, SKV, H * D)).astype(np.float32), "keep": mask}
+             "xk": rng.standard_normal((B, skv, H * D)).astype(np.float32),
+             "xv": rng.standard_normal((B, skv, H * D)).astype(np.float32), "keep": mask}
     return g, feeds
 
 
-@pytest.mark.parametrize("form", ["masked", "masked_long", "unmasked", "kt_plain_transpose"])
+@pytest.mark.parametrize("form", ["masked", "masked_long", "masked_long_keys", "unmasked", "kt_plain_transpose"])
 def test_exported_sdpa_is_recognised(device, rng, form):
     g, feeds = _sdpa_kt_transpose(rng) if form == "kt_plain_transpose" else \
-        sdpa_graph(rng, form != "unmasked", sq=20 if form == "masked_long" else SQ)
+        sdpa_graph(rng, form != "unmasked", sq=20 if "long" in form else SQ, skv=130 if "keys" in form else SKV)
     fused, plain = g.compile([device]), g.compile([device], fuse=False)
     try:
         ops = [n.op for n in fused.graph.needed()]
@@ -126,12 +127,13 @@ def test_k_given_transposed_is_recognised(device, rng, sq):
         fused.release()
 
 
-@pytest.mark.parametrize("mask", ["computed", "computed_long", "constant"])
+@pytest.mark.parametrize("mask", ["computed", "computed_long", "computed_long_keys", "constant"])
 def test_rows_masked_everywhere_stay_nan_without_the_where(device, rng, mask):
     """Without the where after the softmax a row masked everywhere is the softmax's NaN row: the attention op
     keeps it (``nan_rows``)."""
     if mask.startswith("computed"):
-        g, feeds = sdpa_graph(rng, nan_to_zero=False, sq=20 if mask == "computed_long" else SQ)
+        g, feeds = sdpa_graph(rng, nan_to_zero=False, sq=20 if "long" in mask else SQ,
+                              skv=130 if "keys" in mask else SKV)
     else:
         m = np.where(rng.random((SQ, SKV)) < 0.3, -np.inf, 0).astype(np.float32)
         m[2] = -np.inf

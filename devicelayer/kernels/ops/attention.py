@@ -20,7 +20,7 @@ from ..dialect import KernelSpec, Param, dialect_type
 from ..op import Launch, Plan, TensorType, float_attr, groups_for, local_1d, register
 from .matmul import gemm_steps
 from .reduce import acc_type, add, bool_attr, fmax, group_local, group_reduce, int_attr, known_attrs
-from .rows import FloatKernelOp, float_tensor, widen
+from .rows import FloatKernelOp, float_tensor, grouped_rows, widen
 
 #: largest head size (of queries/keys and of values) the fused kernel holds in shared memory
 FUSED_HEAD_MAX = 256
@@ -412,24 +412,36 @@ class Attention(FloatKernelOp):
         zero = "CAST(ACC, 0.0f)"
         score = "            int qo = row * Skv + j;\n" + self._score_code(inputs, attrs, "            ",
                                                                          "TO_ACC(sc[qo])")
-        body = ("    FOR_EACH(row, R) {\n"
-                "        int i = row % Sq;\n        int h = (row / Sq) % Hq;\n        int b = row / (Sq * Hq);\n"
+        # a work-group per row where rows are long (as the softmax op's kernel): its items read adjacent scores
+        grouped = grouped_rows(values[0], Skv, info)
+        head = "    for (int row = GROUP(0); row < R; row += NGROUPS(0)) {\n" if grouped else "    FOR_EACH(row, R) {\n"
+        loop = "        for (int j = LID(0); j < Skv; j += LSIZE(0)) {\n" if grouped else \
+            "        for (int j = 0; j < Skv; j++) {\n"
+        body = (head
+                + "        int i = row % Sq;\n        int h = (row / Sq) % Hq;\n        int b = row / (Sq * Hq);\n"
                 f"        int off = {self._offset_code(inputs)};\n"
-                f"        ACC m = {ninf};\n        int seen = 0;\n"
-                "        for (int j = 0; j < Skv; j++) {\n" + score
-                + f"            if (bias > {ninf}) seen = 1;\n            m = dl_max(m, t);\n        }}\n"
-                f"        ACC base = m == {ninf} ? {zero} : m;\n        ACC l = {zero};\n"
-                "        for (int j = 0; j < Skv; j++) {\n"
-                + score
+                f"        ACC m = {ninf};\n        ACC seen = {zero};\n"
+                + loop + score
+                + f"            if (bias > {ninf}) seen = CAST(ACC, 1.0f);\n            m = dl_max(m, t);\n        }}\n"
+                + (group_reduce("m", fmax) + group_reduce("seen", fmax) if grouped else "")
+                + f"        ACC base = m == {ninf} ? {zero} : m;\n        ACC l = {zero};\n"
+                + loop + score
                 + "            ACC p = dl_exp(t - base);\n            l = l + p;\n"
                 "            sc[qo] = FROM_ACC(p);\n        }\n"
-                f"        ACC inv = (seen == 0 || l == {zero}) ? {self._empty(attrs)} : CAST(ACC, 1.0f) / l;\n"
-                "        for (int j = 0; j < Skv; j++) {\n            int qo = row * Skv + j;\n"
+                + (group_reduce("l", add) if grouped else "")
+                + f"        ACC inv = (seen == {zero} || l == {zero}) ? {self._empty(attrs)} : CAST(ACC, 1.0f) / l;\n"
+                + loop + "            int qo = row * Skv + j;\n"
                 "            ACC p = TO_ACC(sc[qo]) * inv;\n            sc[qo] = FROM_ACC(p);\n"
                 + ("            qk[qo] = FROM_ACC(p);\n" if mode == 3 else "") + "        }\n    }")
-        spec = KernelSpec(f"attention_softmax_{elem}{tag}", (*buffers, *scalars), body, elem=elem)
-        local = local_1d(info)
-        steps.append(Launch(spec, (*args, *values), groups_for(values[0], local, info), (local,)))
+        if grouped:
+            local = group_local(info)
+            spec = KernelSpec(f"attention_softmax_{elem}{tag}_g{local}", (*buffers, *scalars), body, elem=elem,
+                              shared=((acc_type(elem), "red", local),), local_size=(local,))
+            steps.append(Launch(spec, (*args, *values), groups_for(values[0] * local, local, info), (local,)))
+        else:
+            spec = KernelSpec(f"attention_softmax_{elem}{tag}", (*buffers, *scalars), body, elem=elem)
+            local = local_1d(info)
+            steps.append(Launch(spec, (*args, *values), groups_for(values[0], local, info), (local,)))
         # y (B, Hk, G, Sq, Dv) = probabilities · v
         pv_batch = [(B, Hq * Sq * Skv, Hk * Skv * Dv), (Hk, G * Sq * Skv, Skv * Dv), (G, Sq * Skv, 0)]
         steps += gemm_steps(info, elem, Sq, Dv, Skv, Skv, 1, Dv, 1, pv_batch, a_arg=("tmp", 0), b_arg=("in", 2))
