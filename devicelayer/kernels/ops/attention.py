@@ -214,15 +214,20 @@ class Attention(FloatKernelOp):
         return (max(q.shape[3], v.shape[3]) <= FUSED_HEAD_MAX and info.local_memory >= need
                 and group_local(info, FUSED_GROUP) >= 8)
 
-    def plan(self, inputs, outputs, attrs, info):
+    def runs_composed(self, inputs: Sequence[TensorType], info: DeviceInfo) -> bool:
+        """Whether the device computes these inputs as the composition (two products and a row kernel) rather
+        than the fused kernel."""
         q, v = inputs[0], inputs[2]
         scores = q.shape[0] * q.shape[1] * q.shape[2] * v.shape[2] * q.dtype.itemsize
         # (on CPU devices the fused kernel's group barriers cost more than the composition's score matrix: BERT's
         # heads at 12 queries 1.2-1.7x slower on PoCL and lavapipe; half precision keeps it, its scores in float32)
         few = q.shape[2] <= FUSED_QUERIES and (info.device_type != "cpu" or q.dtype.itemsize < 4)
-        if self._fits(inputs, info) and (few or scores > COMPOSED_SCORES_MAX):
-            return self._fused(inputs, attrs, info)
-        return self._composed(inputs, attrs, info)
+        return not (self._fits(inputs, info) and (few or scores > COMPOSED_SCORES_MAX))
+
+    def plan(self, inputs, outputs, attrs, info):
+        if self.runs_composed(inputs, info):
+            return self._composed(inputs, attrs, info)
+        return self._fused(inputs, attrs, info)
 
     def _shape_scalars(self, inputs, attrs) -> tuple[list[Param], list[Any]]:
         """The scalars both kernels take, and their values."""
