@@ -4,10 +4,11 @@ post-ops, softmax, and the weighted values as a second matmul (``AttentionLayer`
 The op's NumPy reference takes a dozen passes over the score matrix (3x the unfused nodes' time for BERT's
 heads); three bound oneDNN calls take fewer than the nodes the attention pattern replaces.  oneDNN's softmax
 gives a row that is -inf everywhere (every key masked) or holds a NaN or +inf other values than the op does
-(zeros, NaN), so each call checks the scores' maximum and the output's sum afterwards (two passes: the row
-maxima took 45 us at BERT's size on the VM, NumPy's reduction along short rows) and computes such a call's
-probabilities and output again in NumPy.  Causal, windowed, soft-capped, boolean-masked and padded calls (a
-mask shorter than the keys, ``nonpad_kv_seqlen``), a second output and other dtypes run the op's reference.
+(zeros, NaN) but NaN in that row, so each call sums its output afterwards and, where that is not finite,
+computes the call again by the op's reference (the row maxima of the scores took 45 us at BERT's size on the VM,
+NumPy's reduction along short rows; a sum of the output, a few us).  Causal, windowed, soft-capped,
+boolean-masked and padded calls (a mask shorter than the keys, ``nonpad_kv_seqlen``), a second output and other
+dtypes run the op's reference.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import math
 from typing import Any, Callable
 
 import numpy as np
+
+from devicelayer.kernels.op import get
 
 from . import dnnl as host_dnnl, omp as host_omp
 from .backend import HostVendor
@@ -51,18 +54,6 @@ def _geometry(ins: Any, attrs: dict) -> tuple[tuple[int, ...], tuple[int, ...], 
     return (B, Hk, G * Sq, Dk), k_strides, Skv, Dv, mask
 
 
-def _redo(s: np.ndarray, v: np.ndarray, y: np.ndarray, nan_rows: bool) -> None:
-    """Y = softmax(S) V as the op defines it: a row of S that is -inf everywhere gives zeros (NaN with
-    ``nan_rows``), a row with a NaN or +inf NaN."""
-    with np.errstate(all="ignore"):
-        top = np.max(s, axis=-1, keepdims=True)
-        masked = top == -np.inf
-        e = np.exp(s - np.where(masked, np.float32(0), top))
-        total = np.sum(e, axis=-1, keepdims=True)
-        p = np.where(masked, np.float32(np.nan if nan_rows else 0), e / np.where(total == 0, np.float32(1), total))
-        np.matmul(p, v, out=y)
-
-
 class OnednnAttention(HostVendor):
     """``attention`` in float32 through oneDNN (``AttentionLayer``) where it has no causal or window bias, no
     softcap, no second output and a float mask as long as the keys (or none)."""
@@ -93,18 +84,19 @@ class OnednnAttention(HostVendor):
         if layer is None or any(np.may_share_memory(y, x) for x in arrays[:len(ins)]):
             return reference_call(self.name, arrays[:len(ins)], y, attrs)
         q, _, skv, dv, _ = _geometry(ins, attrs)
-        s, p = np.empty((*q[:3], skv), np.float32), np.empty((*q[:3], skv), np.float32)
-        v, out = arrays[2], y.reshape(*q[:3], dv)
+        s = np.empty((*q[:3], skv), np.float32)  # the scores, then (softmax in place) the probabilities
         mask = arrays[3].ctypes.data if len(ins) == 4 else None
-        run = layer.bind(arrays[0].ctypes.data, arrays[1].ctypes.data, v.ctypes.data, mask, s.ctypes.data,
-                         p.ctypes.data, y.ctypes.data, keep=(arrays, s, p))
+        run = layer.bind(arrays[0].ctypes.data, arrays[1].ctypes.data, arrays[2].ctypes.data, mask, s.ctypes.data,
+                         s.ctypes.data, y.ctypes.data, keep=(arrays, s))
+        op, inputs = get(self.name), arrays[:len(ins)]
 
         def call() -> None:
             run()
-            # (a NaN or +inf score shows in S's maximum; a row -inf everywhere makes oneDNN's row NaN, so Y's)
-            top = s.max()
-            if not (top < np.inf and math.isfinite(float(y.sum()))):
-                _redo(s, v, out, attrs["nan_rows"])
+            # (a NaN or +inf score makes its probability NaN in oneDNN's softmax, a row -inf everywhere the whole
+            # row: Y's sum shows either; the op's reference gives such a call's values)
+            if not math.isfinite(float(y.sum())):
+                with np.errstate(all="ignore"):
+                    y[...] = op.reference(inputs, attrs)[0]
         small = 2 * math.prod(q[:3]) * skv * (q[3] + dv) < small_flops()
         if small:
             return team_call(host_omp.alone(host_dnnl.library(), call), False)
