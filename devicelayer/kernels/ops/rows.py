@@ -82,12 +82,18 @@ class FloatKernelOp(Op):
 Phase = tuple
 
 
+#: the longest rows a work item sums alone on a CPU device: a float32 sum one element after another loses about
+#: sqrt(K) ulp (softmax over 50000: the two forms 1e-5 apart), a group's tree sum less
+ITEM_ROW_MAX = 4096
+
+
 def grouped_rows(R: int, K: int, info: DeviceInfo) -> bool:
     """Whether R rows of K elements each get a work-group (its items reading adjacent elements) rather than a work
     item: rows of ``GROUP_THRESHOLD`` elements or more, except on CPU devices with rows enough to give every core
-    four, where a group's barriers cost more than one item's loop over its row (softmax of (2, 4, 128, 128) on the
-    2-core VM: lavapipe 44.8 -> 1.9 ms, PoCL 7.4 -> 3.0 ms; layer normalization 55 -> 2.7, 6.1 -> 2.3 ms)."""
-    return K >= GROUP_THRESHOLD and (info.device_type != "cpu" or R < 4 * info.compute_units)
+    four, up to ``ITEM_ROW_MAX`` long, where a group's barriers cost more than one item's loop over its row
+    (softmax of (2, 4, 128, 128) on the 2-core VM: lavapipe 38.8 -> 1.8 ms, PoCL 7.0 -> 2.0 ms; layer
+    normalization on PoCL 5.8 -> 0.9 ms; ``benchmarks.row_forms``)."""
+    return K >= GROUP_THRESHOLD and (info.device_type != "cpu" or R < 4 * info.compute_units or K > ITEM_ROW_MAX)
 
 
 def row_launch(name: str, elem: str, R: int, K: int, buffers: Sequence[Param], scalars: Sequence[Param],
