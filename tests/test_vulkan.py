@@ -194,11 +194,22 @@ def test_fixed_local_size_is_kept_and_a_different_one_refused(vdev):
 
 
 def test_too_many_work_groups_refused(vdev):
+    """One more work-group than the device takes along a dimension whose items still fit 32-bit indices (NVIDIA
+    takes 2**31 - 1 groups along x: there the item count is refused first, so y is tried)."""
     prog = vdev.compile(FIXED16, "fixed16")
     buf = vdev.pool.allocate(64, np.int32)
-    too_many = (vdev.info.max_work_groups[0] + 1) * 16
+    dims = [d for d in range(3) if (vdev.info.max_work_groups[d] + 1) * (16 if d == 0 else 1) < 2 ** 31 - 1]
+    if not dims:
+        pytest.skip("every dimension's group limit is past 32-bit item indices")
+    d = dims[0]
+    size = [16, 1, 1]
+    size[d] = (vdev.info.max_work_groups[d] + 1) * (16 if d == 0 else 1)
     with pytest.raises(dl.InvalidArgument, match="work-groups, more than the device"):
-        vdev.launch(prog, [buf, 16], too_many)
+        vdev.launch(prog, [buf, 16], tuple(size), (16, 1, 1))
+    vdev.launch(prog, [buf, 16], 16).wait(30)  # (the device still launches)
+    out = np.empty(16, np.int32)
+    vdev.pool.download(buf, out).wait(30)
+    assert np.array_equal(out, np.arange(16))
     vdev.pool.free(buf)
 
 
@@ -370,3 +381,35 @@ def test_looking_for_libshaderc_starts_no_process(monkeypatch):
     found = spirv._load_shaderc()
     assert started == []
     assert found is not None or "libshaderc" in spirv.shaderc_unavailable_reason
+
+
+def test_a_wait_that_polls_first_gives_the_same_results_and_timeouts(vdev, rng):
+    """GPUs poll the timeline for ``wait_poll_s`` before blocking (NVIDIA's blocking wait returned ~10 ms late in
+    many runs); CPU devices block at once.  Forced on here: results, a zero timeout and a gated event behave as
+    with the blocking wait."""
+    from devicelayer.backends.vulkan.backend import WAIT_POLL_S
+
+    assert vdev.wait_poll_s == (0.0 if vdev.info.device_type == "cpu" else WAIT_POLL_S)
+    saved = vdev.wait_poll_s
+    vdev.wait_poll_s = 0.002
+    try:
+        for _ in range(20):
+            data = rng.standard_normal(4096).astype(np.float32)
+            buf, out = roundtrip(vdev, data)
+            assert np.array_equal(out, data)
+            vdev.pool.free(buf)
+        gate = dl.UserEvent()
+        buf = vdev.pool.allocate(1 << 16, np.uint8)
+        up = vdev.pool.upload(buf, np.ones(1 << 16, np.uint8), wait=[gate])
+        with pytest.raises(dl.EventTimeout):
+            up.wait(0)
+        with pytest.raises(dl.EventTimeout):
+            up.wait(0.01)
+        gate.set()
+        up.wait(30)
+        assert up.done
+        vdev.pool.free(buf)
+        assert vdev.wait_value(vdev.completed() + 10 ** 6, 0.005) is False  # (a value no submission reaches)
+        assert vdev.wait_value(vdev.completed(), 0.0) is True
+    finally:
+        vdev.wait_poll_s = saved

@@ -23,6 +23,7 @@ import os
 import queue
 import struct
 import threading
+import time
 import weakref
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,9 @@ ffi, lib = vk.ffi, vk.lib
 U64_MAX = 0xFFFFFFFFFFFFFFFF
 BLOCK_SIZE = 64 << 20
 STAGING_CHUNK = 64 << 20  # each chunk hand-off between host and GPU costs ~5 ms on NVIDIA: few, large chunks
+#: a wait on a GPU polls the timeline this long before it blocks: NVIDIA's vkWaitSemaphores returned about 10 ms after
+#: the value was reached in 15-40% of an exported BERT's 1.5 ms runs on the H200 (p90 11.5 ms, median 1.7 ms)
+WAIT_POLL_S = 0.002
 _VENDORS = {0x1002: "AMD", 0x1010: "ImgTec", 0x10DE: "NVIDIA", 0x13B5: "ARM", 0x5143: "Qualcomm", 0x8086: "Intel",
             0x10005: "Mesa", 0x106B: "Apple", 0x1AE0: "Google"}
 _TYPES = {0: "other", 1: "gpu", 2: "gpu", 3: "gpu", 4: "cpu"}
@@ -627,6 +631,8 @@ class VulkanDevice(Device):
             self._destroy()
             raise
         self.pool = VulkanPool(self)
+        #: seconds a wait polls the timeline before it blocks in vkWaitSemaphores (GPUs; CPU devices block at once)
+        self.wait_poll_s = WAIT_POLL_S if self.info.device_type != "cpu" else 0.0
 
     # ---- setup ----------------------------------------------------------------------------------------------------
     def _create_device(self) -> None:
@@ -791,6 +797,14 @@ class VulkanDevice(Device):
             return True
         if self._lost is not None:
             return True
+        if self.wait_poll_s > 0 and (timeout is None or timeout > 0):
+            start = time.perf_counter()
+            end = start + (self.wait_poll_s if timeout is None else min(self.wait_poll_s, timeout))
+            while time.perf_counter() < end:
+                if self.completed() >= value:
+                    return True
+            if timeout is not None:
+                timeout = max(0.0, timeout - (time.perf_counter() - start))
         vals = ffi.new("uint64_t[1]", [value])
         wi = ffi.new("VkSemaphoreWaitInfo*", {"sType": vk.VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
                                              "semaphoreCount": 1, "pSemaphores": self._sem_arr, "pValues": vals})
