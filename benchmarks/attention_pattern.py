@@ -16,13 +16,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import statistics
-import time
 from typing import Any, Callable
 
 import numpy as np
 
-from benchmarks.common import write_result
+from benchmarks.common import alternating_ms, write_result
 
 FAMILIES = ["bert", "distilbert", "gpt2", "vit", "whisper_encoder", "t5_encoder"]
 
@@ -48,17 +46,6 @@ def _cases(feeds: dict[str, np.ndarray], names: list[str]) -> list[dict[str, np.
     """The input sets of ``feeds`` (``B_L_input`` keys), smallest first."""
     keys = sorted({tuple(int(x) for x in k.split("_", 2)[:2]) for k in feeds})
     return [{n: feeds[f"{b}_{length}_{n}"] for n in names} for b, length in keys]
-
-
-def _block_ms(fn: Callable[[], Any], seconds: float) -> float:
-    fn()
-    times = []
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end or len(times) < 3:
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
 
 
 def measure(name: str, data: bytes, feeds: dict[str, np.ndarray], device: str, seconds: float) -> dict[str, Any]:
@@ -88,13 +75,12 @@ def measure(name: str, data: bytes, feeds: dict[str, np.ndarray], device: str, s
                     worst = max(worst, float(np.max(np.abs(np.asarray(g, np.float64) - w))) / scale)
         doc[form] = {"kernels": plan.kernel_counts()["after"], "max_rel_diff": worst,
                      "attention_ops": str(plan.placement_report()).count("fused attention")}
-    blocks: dict[str, list[float]] = {f: [] for f in plans}
-    for r in range(5):
-        for form in (list(plans) if r % 2 else list(plans)[::-1]):
-            with forms[form]():
-                blocks[form].append(_block_ms(lambda p=plans[form]: p.run_numpy(cases[-1]), seconds))
+    def run(form: str) -> None:
+        with forms[form]():
+            plans[form].run_numpy(cases[-1])
+    times = alternating_ms({form: (lambda f=form: run(f)) for form in plans}, 5, seconds)
     for form in plans:
-        doc[form]["ms"] = statistics.median(blocks[form])
+        doc[form]["ms"] = times[form]
         plans[form].release()
     return doc
 

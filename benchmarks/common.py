@@ -76,3 +76,25 @@ def seconds_per_call(call: Callable[[], object], sync: Callable[[], object], bud
         sync()
         times.append((time.perf_counter() - t0) / reps)
     return statistics.median(times)
+
+
+def block_ms(fn: Callable[[], object], seconds: float, least: int = 3) -> float:
+    """Median milliseconds of a call of ``fn`` over calls for ``seconds`` (at least ``least``), after a warm-up."""
+    fn()
+    times = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end or len(times) < least:
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def alternating_ms(contestants: dict[str, Callable[[], object]], rounds: int, seconds: float) -> dict[str, float]:
+    """Per contestant, the median over ``rounds`` of its ``block_ms``, the contestants' order reversed every other
+    round so drift hits each alike."""
+    blocks: dict[str, list[float]] = {n: [] for n in contestants}
+    for r in range(rounds):
+        for name in (list(contestants) if r % 2 else list(contestants)[::-1]):
+            blocks[name].append(block_ms(contestants[name], seconds))
+    return {n: statistics.median(v) for n, v in blocks.items()}

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import statistics
-import time
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
-from benchmarks.common import write_result
+from benchmarks.common import alternating_ms, write_result
 
 SHAPES = ["2x4x128x128", "1x12x128x128", "128x1000", "8x4096", "8x768", "1x50000"]
 
@@ -50,17 +48,6 @@ def _graph(op: str, shape: tuple[int, ...]) -> Any:
     return g
 
 
-def _block_ms(fn: Callable[[], Any], seconds: float) -> float:
-    fn()
-    times = []
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end or len(times) < 3:
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
-
-
 def measure(device: str, op: str, shape: tuple[int, ...], seconds: float) -> dict[str, Any]:
     """ms a run of each form (median of alternating blocks) and the form ``grouped_rows`` chooses."""
     import devicelayer as dl
@@ -80,15 +67,12 @@ def measure(device: str, op: str, shape: tuple[int, ...], seconds: float) -> dic
     want = graph_op.reference(ins, attrs)[0]
     errors = {n: float(np.max(np.abs(p(x=x)["y"] - want)) / max(1.0, float(np.max(np.abs(want)))))
               for n, p in plans.items()}
-    blocks: dict[str, list[float]] = {n: [] for n in plans}
-    for r in range(5):
-        for name in (list(plans) if r % 2 else list(plans)[::-1]):
-            blocks[name].append(_block_ms(lambda p=plans[name]: p(x=x), seconds))
+    times = alternating_ms({name: (lambda p=p: p(x=x)) for name, p in plans.items()}, 5, seconds)
     for p in plans.values():
         p.release()
     R, K, _ = axis_rows(shape, len(shape) - 1)
     return {"device": device, "op": op, "shape": list(shape), "chosen": "group" if grouped_rows(R, K, dev.info)
-            else "item", **{f"{n}_ms": statistics.median(v) for n, v in blocks.items()},
+            else "item", **{f"{n}_ms": t for n, t in times.items()},
             **{f"{n}_max_diff": e for n, e in errors.items()}}
 
 
