@@ -120,14 +120,18 @@ def test_bound_concat_and_layer_norm_take_lists_of_operands(rng):
 def test_a_dropped_bound_call_releases_its_memories_and_keeps_the_layer_alive(rng, monkeypatch):
     """The memories a bound call made are destroyed with it; the call holds the layer, so dropping the layer
     first leaves the call working."""
-    gc.collect()  # (earlier tests' garbage released before counting: a team call and its by_itself form a cycle)
-    released = []
-    real = host_dnnl._Memory.release
+    made, released = set(), []
+    real_init, real_release = host_dnnl._Memory.__init__, host_dnnl._Memory.release
+
+    def recording(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        made.add(id(self))
 
     def counting(self):
-        if self.handle:
+        if self.handle and id(self) in made:  # (only this test's memories: earlier tests' are freed when they are)
             released.append(self)
-        real(self)
+        real_release(self)
+    monkeypatch.setattr(host_dnnl._Memory, "__init__", recording)
     monkeypatch.setattr(host_dnnl._Memory, "release", counting)
     x = rng.standard_normal(64).astype(np.float32)
     y = _poisoned(64)
@@ -140,4 +144,4 @@ def test_a_dropped_bound_call_releases_its_memories_and_keeps_the_layer_alive(rn
     np.testing.assert_array_equal(y, np.maximum(x, 0))
     del call
     gc.collect()
-    assert len(released) >= 2  # (the call's two memories, then the layer's own)
+    assert len(released) >= 4  # (the call's two memories, then the layer's own two)
