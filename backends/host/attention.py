@@ -23,8 +23,9 @@ from devicelayer.kernels.op import get
 from . import dnnl as host_dnnl, omp as host_omp
 from .backend import HostVendor
 from .conv import small_flops
+from .binary import ALGORITHMS as BINARY
 from .dnnl_layers import AttentionLayer
-from .eltwise import cached_layer, reference_call
+from .eltwise import LINEAR, cached_layer, reference_call
 from .stretch import team_call
 
 
@@ -54,20 +55,28 @@ def _geometry(ins: Any, attrs: dict) -> tuple[tuple[int, ...], tuple[int, ...], 
     return (B, Hk, G * Sq, Dk), k_strides, Skv, Dv, mask
 
 
+def _small(q: tuple[int, ...], skv: int, dv: int) -> bool:
+    """Whether a call of this geometry runs on the calling thread alone (``conv.small_flops``)."""
+    return 2 * math.prod(q[:3]) * skv * (q[3] + dv) < small_flops()
+
+
 class OnednnAttention(HostVendor):
     """``attention`` in float32 through oneDNN (``AttentionLayer``) where it has no causal or window bias, no
     softcap, no second output and a float mask as long as the keys (or none)."""
 
-    def route(self, ins: Any, attrs: dict) -> AttentionLayer | None:
-        """The layer computing these inputs (built once per geometry), None where the reference runs them."""
+    def route(self, ins: Any, attrs: dict) -> tuple[AttentionLayer, tuple] | None:
+        """The layer computing these inputs (built once per geometry) and the geometry (``_geometry``), None where
+        the reference runs them."""
         found = _geometry(ins, attrs)
         if found is None:
             return None
         q, k_strides, skv, dv, mask = found
-        key = ("attention", (q, k_strides, skv, dv, mask, float(attrs["scale"])), ())
-        flops = 2 * math.prod(q[:3]) * skv * (q[3] + dv)
-        return cached_layer(self.dev, key, lambda: AttentionLayer(q, k_strides, skv, dv, mask, attrs["scale"]),
-                            0 if flops < small_flops() else 1 << 62)
+        post = (("eltwise", LINEAR, float(attrs["scale"]), 0.0),) + \
+            ((("binary", BINARY["add"][0], mask),) if mask is not None else ())
+        key = ("attention", (q, k_strides, skv, dv, post), ())
+        layer = cached_layer(self.dev, key, lambda: AttentionLayer(q, k_strides, skv, dv, post),
+                             0 if _small(q, skv, dv) else 1 << 62)
+        return None if layer is None else (layer, found)
 
     def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
         """Float32 calls ``route`` gives a layer for."""
@@ -80,14 +89,14 @@ class OnednnAttention(HostVendor):
         arrays = [pool._bytes(b)[:t.size * t.dtype.itemsize].view(t.dtype).reshape(t.shape)
                   for b, t in zip((*in_bufs, *out_bufs), (*ins, *outs))]
         y = arrays[len(ins)]
-        layer = self.route(ins, attrs)
-        if layer is None or any(np.may_share_memory(y, x) for x in arrays[:len(ins)]):
+        routed = self.route(ins, attrs)
+        if routed is None or any(np.may_share_memory(y, x) for x in arrays[:len(ins)]):
             return reference_call(self.name, arrays[:len(ins)], y, attrs)
-        q, _, skv, dv, _ = _geometry(ins, attrs)
+        layer, (q, _, skv, dv, _) = routed
         s = np.empty((*q[:3], skv), np.float32)  # the scores, then (softmax in place) the probabilities
-        mask = arrays[3].ctypes.data if len(ins) == 4 else None
-        run = layer.bind(arrays[0].ctypes.data, arrays[1].ctypes.data, arrays[2].ctypes.data, mask, s.ctypes.data,
-                         s.ctypes.data, y.ctypes.data, keep=(arrays, s))
+        run = layer.bind(arrays[0].ctypes.data, arrays[1].ctypes.data, arrays[2].ctypes.data,
+                         [a.ctypes.data for a in arrays[3:len(ins)]], s.ctypes.data, y.ctypes.data,
+                         keep=(arrays, s))
         op, inputs = get(self.name), arrays[:len(ins)]
 
         def call() -> None:
@@ -97,7 +106,6 @@ class OnednnAttention(HostVendor):
             if not math.isfinite(float(y.sum())):
                 with np.errstate(all="ignore"):
                     y[...] = op.reference(inputs, attrs)[0]
-        small = 2 * math.prod(q[:3]) * skv * (q[3] + dv) < small_flops()
-        if small:
+        if _small(q, skv, dv):
             return team_call(host_omp.alone(host_dnnl.library(), call), False)
         return team_call(call, True, lambda: host_omp.alone(host_dnnl.library(), call))

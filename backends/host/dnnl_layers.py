@@ -18,7 +18,6 @@ from .dnnl import (ARG_DST, ARG_MEAN, ARG_MULTIPLE_SRC, ARG_SCALE, ARG_SHIFT, AR
 POOL_MAX, POOL_AVG_INCLUDE_PAD, POOL_AVG_EXCLUDE_PAD = 0x1FF, 0x2FF, 0x3FF
 _POST_OP_ARG = 32768  # DNNL_ARG_ATTR_MULTIPLE_POST_OP_BASE: post-op k's tensor is argument (k + 1) * this | SRC_1
 SOFTMAX_ACCURATE, SOFTMAX_LOG = 0x30000, 0x30001
-ELTWISE_LINEAR, BINARY_ADD = 0x26, 0x1FFF0  # dnnl_eltwise_linear (alpha x + beta), dnnl_binary_add
 _USE_GLOBAL_STATS, _USE_SCALE, _USE_SHIFT, _FUSE_RELU = 0x1, 0x2, 0x4, 0x8
 
 
@@ -252,29 +251,38 @@ class LayerNormLayer(Layer):
                  "layer normalization")]
 
 
+def post_op_attr(layer: Layer, post: Sequence[tuple]) -> tuple[Any, list[tuple[int, Any]]]:
+    """A primitive attribute holding ``post`` as oneDNN post-ops, in order: ("eltwise", algorithm, alpha, beta), or
+    ("binary", algorithm, shape) with a tensor of that shape; and (argument, memory) of each binary post-op's
+    tensor."""
+    lib = layer.lib
+    attr = layer._attr()
+    ops = layer._made("dnnl_post_ops_create", "dnnl_post_ops_destroy")
+    posts: list[tuple[int, Any]] = []
+    for k, (kind, alg, *rest) in enumerate(post):
+        if kind == "eltwise":
+            check(lib, lib.dnnl_post_ops_append_eltwise(ops, alg, *rest), "dnnl_post_ops_append_eltwise")
+            continue
+        md = layer._strided_md(rest[0], dense(rest[0]))
+        check(lib, lib.dnnl_post_ops_append_binary(ops, alg, md), "dnnl_post_ops_append_binary")
+        posts.append(((k + 1) * _POST_OP_ARG | ARG_SRC_1, layer._memory(md)))
+    check(lib, lib.dnnl_primitive_attr_set_post_ops(attr, ops), "dnnl_primitive_attr_set_post_ops")
+    return attr, posts
+
+
 class MatmulLayer(Layer):
     """oneDNN's matmul of plain row-major float32 tensors of one rank: Y (..., M, N) = A (..., M, K) @ B (..., K, N),
-    B's batch dimensions broadcast where they are one, then ``post`` in order: ("eltwise", algorithm, alpha, beta),
-    or ("binary", algorithm, shape) with a tensor of that shape (ones where it broadcasts to Y)."""
+    B's batch dimensions broadcast where they are one, then ``post`` in order (``post_op_attr``; a binary post-op's
+    shape has ones where it broadcasts to Y)."""
 
     def __init__(self, a: Sequence[int], b: Sequence[int], y: Sequence[int], post: Sequence[tuple]) -> None:
         super().__init__()
-        lib = self.lib
         md_a, md_b, md_y = (self._strided_md(s, dense(s)) for s in (a, b, y))
-        attr = self._attr()
-        ops = self._made("dnnl_post_ops_create", "dnnl_post_ops_destroy")
-        posts: list[tuple[int, Any]] = []
-        for k, (kind, alg, *rest) in enumerate(post):
-            if kind == "eltwise":
-                check(lib, lib.dnnl_post_ops_append_eltwise(ops, alg, *rest), "dnnl_post_ops_append_eltwise")
-                continue
-            md = self._strided_md(rest[0], dense(rest[0]))
-            check(lib, lib.dnnl_post_ops_append_binary(ops, alg, md), "dnnl_post_ops_append_binary")
-            posts.append(((k + 1) * _POST_OP_ARG | ARG_SRC_1, self._memory(md)))
-        check(lib, lib.dnnl_primitive_attr_set_post_ops(attr, ops), "dnnl_primitive_attr_set_post_ops")
+        attr, posts = post_op_attr(self, post)
         pd = ctypes.c_void_p()
-        check(lib, lib.dnnl_matmul_primitive_desc_create(ctypes.byref(pd), self.eng.engine, md_a, md_b, None, md_y,
-                                                         attr), "dnnl_matmul_primitive_desc_create")
+        check(self.lib, self.lib.dnnl_matmul_primitive_desc_create(ctypes.byref(pd), self.eng.engine, md_a, md_b,
+                                                                   None, md_y, attr),
+              "dnnl_matmul_primitive_desc_create")
         self._described(pd)
         self.m_a, self.m_b, self.m_y = self._memory(md_a), self._memory(md_b), self._memory(md_y)
         self.m_posts = [m for _, m in posts]
@@ -288,30 +296,21 @@ class MatmulLayer(Layer):
 
 
 class AttentionLayer(Layer):
-    """softmax(Q Kᵀ * scale + mask) V over plain float32 (B, H, M, ·) tensors as oneDNN's matmul (the scale and
-    the mask its post-ops) into S, softmax from S into P, and matmul P V into Y; K is read through ``k_strides``
-    as (B, H, Dk, Skv), the mask (ones where it broadcasts, None without one) is a binary add."""
+    """softmax(post(Q Kᵀ)) V over plain float32 (B, H, M, ·) tensors: oneDNN's matmul with ``post`` as its post-ops
+    (``post_op_attr``: the scale, the mask) into S, softmax over S in place, and matmul S V into Y; K is read
+    through ``k_strides`` as (B, H, Dk, Skv)."""
 
-    def __init__(self, q: Sequence[int], k_strides: Sequence[int], skv: int, dv: int,
-                 mask: Sequence[int] | None, scale: float) -> None:
+    def __init__(self, q: Sequence[int], k_strides: Sequence[int], skv: int, dv: int, post: Sequence[tuple]) -> None:
         super().__init__()
         lib = self.lib
         B, H, M, Dk = q
         s_shape, v_shape, y_shape = (B, H, M, skv), (B, H, skv, dv), (B, H, M, dv)
         md_q, md_s, md_v, md_y = (self._strided_md(t, dense(t)) for t in (q, s_shape, v_shape, y_shape))
         md_k = self._strided_md((B, H, Dk, skv), k_strides)
-        attr = self._attr()
-        ops = self._made("dnnl_post_ops_create", "dnnl_post_ops_destroy")
-        check(lib, lib.dnnl_post_ops_append_eltwise(ops, ELTWISE_LINEAR, scale, 0.0), "dnnl_post_ops_append_eltwise")
-        posts = []
-        if mask is not None:
-            md_m = self._strided_md(mask, dense(mask))
-            check(lib, lib.dnnl_post_ops_append_binary(ops, BINARY_ADD, md_m), "dnnl_post_ops_append_binary")
-            posts.append((2 * _POST_OP_ARG | ARG_SRC_1, self._memory(md_m)))
-        check(lib, lib.dnnl_primitive_attr_set_post_ops(attr, ops), "dnnl_primitive_attr_set_post_ops")
+        attr, posts = post_op_attr(self, post)
         self.m_q, self.m_k, self.m_s = self._memory(md_q), self._memory(md_k), self._memory(md_s)
-        self.m_mask = [m for _, m in posts]
-        self.m_p, self.m_v, self.m_y = self._memory(md_s), self._memory(md_v), self._memory(md_y)
+        self.m_posts = [m for _, m in posts]
+        self.m_v, self.m_y = self._memory(md_v), self._memory(md_y)
         pd = ctypes.c_void_p()
         check(lib, lib.dnnl_matmul_primitive_desc_create(ctypes.byref(pd), self.eng.engine, md_q, md_k, None, md_s,
                                                          attr), "dnnl_matmul_primitive_desc_create")
@@ -324,19 +323,19 @@ class AttentionLayer(Layer):
             ctypes.byref(pd), self.eng.engine, FORWARD_INFERENCE, SOFTMAX_ACCURATE, rows, rows, 1, self._attr()),
             "dnnl_softmax_forward_primitive_desc_create")
         self._described(pd, main=False)
-        self.m_rows_s, self.m_rows_p = self._memory(rows), self._memory(rows)
-        self.softmax = (self._primitive(pd), self._args([(ARG_SRC, self.m_rows_s), (ARG_DST, self.m_rows_p)]
+        self.m_rows = self._memory(rows)
+        self.softmax = (self._primitive(pd), self._args([(ARG_SRC, self.m_rows), (ARG_DST, self.m_rows)]
                                                         + self._scratchpad(pd)))
         pd = ctypes.c_void_p()
         check(lib, lib.dnnl_matmul_primitive_desc_create(ctypes.byref(pd), self.eng.engine, md_s, md_v, None, md_y,
                                                          self._attr()), "dnnl_matmul_primitive_desc_create")
         self._described(pd, main=False)
-        self.values = (self._primitive(pd), self._args([(ARG_SRC, self.m_p), (ARG_WEIGHTS, self.m_v),
+        self.values = (self._primitive(pd), self._args([(ARG_SRC, self.m_s), (ARG_WEIGHTS, self.m_v),
                                                         (ARG_DST, self.m_y)] + self._scratchpad(pd)))
 
-    def _steps(self, q: int, k: int, v: int, mask: int | None, s: int, p: int, y: int) -> list[Step]:
-        """S = Q Kᵀ * scale + mask, P = softmax(S), Y = P V at these addresses."""
-        at = {self.m_q: q, self.m_k: k, self.m_s: s, **({self.m_mask[0]: mask} if self.m_mask else {})}
-        return [(self.scores, at, "attention scores"),
-                (self.softmax, {self.m_rows_s: s, self.m_rows_p: p}, "attention softmax"),
-                (self.values, {self.m_p: p, self.m_v: v, self.m_y: y}, "attention values")]
+    def _steps(self, q: int, k: int, v: int, tensors: Sequence[int], s: int, y: int) -> list[Step]:
+        """S = post(Q Kᵀ), S = softmax(S), Y = S V at these addresses, ``tensors`` those of the binary post-ops."""
+        return [(self.scores, {self.m_q: q, self.m_k: k, self.m_s: s, **dict(zip(self.m_posts, tensors))},
+                 "attention scores"),
+                (self.softmax, {self.m_rows: s}, "attention softmax"),
+                (self.values, {self.m_s: s, self.m_v: v, self.m_y: y}, "attention values")]

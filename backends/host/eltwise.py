@@ -42,6 +42,8 @@ def min_elements(name: str) -> int:
 # oneDNN 3.x algorithm kinds (dnnl_alg_kind_t)
 _RELU, _TANH, _ELU, _HARDSIGMOID, _LOGISTIC, _EXP = 0x20, 0x21, 0x22, 0x28, 0x29, 0x2A
 _GELU_TANH, _SWISH, _GELU_ERF, _HARDSWISH = 0x2B, 0x2C, 0x31, 0x34
+#: dnnl_eltwise_linear, alpha x + beta (no op of its own: a product's scale as a post-op)
+LINEAR = 0x26
 
 #: op name -> (algorithm, alpha and beta from the op's checked attributes)
 ALGORITHMS: dict[str, tuple[int, Callable[[dict], tuple[float, float]]]] = {
