@@ -64,18 +64,18 @@ def assert_not_recognised(g, device):
 
 def replaced_on(device, sq, skv=SKV):
     """Whether the attention op replaces a (B, H, sq, D) x (B, H, skv, D) pattern on ``device``: everywhere but
-    where the device's vendor library runs matmul and the op would compose its products (``VENDOR_PRODUCTS``)."""
+    where the device's vendor library runs matmul and the op would not run its fused kernel (``VENDOR_PRODUCTS``)."""
     if device.info.kernel_language == "python" or device.vendor_op("matmul") is None:
         return True
     q, v = TensorType((B, H, sq, D), np.dtype(np.float32)), TensorType((B, H, skv, D), np.dtype(np.float32))
-    return not get("attention").runs_composed([q, q, v], device.info)
+    return get("attention").beats_vendor_products([q, q, v], device.info)
 
 
 def sdpa_graph(rng, masked=True, nan_to_zero=True, scales=(0.7, 0.6), sq=SQ, skv=SKV):
     """PyTorch's export of scaled_dot_product_attention over projected (B, S, H*D) activations: Q's heads
     transposed (0, 2, 1, 3) and scaled, Kᵀ the keys' (B, S, H, D) view transposed (0, 2, 3, 1) and scaled, a boolean
     key mask (B, 1, 1, SKV) made -inf/0 by a where, the softmax's NaN rows made zeros; and feeds, with batch 1's
-    keys all masked.  (``sq`` above 16 query rows: the composed kernels on GPUs, the fused one below; ``skv`` of
+    keys all masked.  (``sq`` above 16 query rows: the tiled kernel on GPUs, the fused one below; ``skv`` of
     128 keys or more: a work-group per row of scores.)"""
     g = dl.Graph()
     xq, xk, xv = g.input("xq", (B, sq, H * D)), g.input("xk", (B, skv, H * D)), g.input("xv", (B, skv, H * D))

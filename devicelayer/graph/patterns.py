@@ -547,9 +547,8 @@ VENDOR_FIRST = frozenset({"conv_activation"})
 #: pattern kinds kept on the host only where its vendor library takes the replacement: the op's NumPy reference
 #: costs more than the nodes it replaces (attention's, 3x)
 HOST_VENDOR_ONLY = frozenset({"attention"})
-#: pattern kinds whose op computes products with the library's own GEMM kernels where it composes them
-#: (``runs_composed``): kept on a device whose vendor library runs matmul only where the op runs fused (on the H200
-#: cuBLAS's products beside the nodes took 2.18 ms where the composed attention took 2.41, 16 x 4 heads x 128)
+#: pattern kinds kept on a device whose vendor library runs matmul only where the op says it beats the nodes with
+#: the vendor's products (``beats_vendor_products``: attention's fused kernel, not its tiled or composed plans)
 VENDOR_PRODUCTS = frozenset({"attention"})
 
 MATCHERS: tuple[Callable[[_Graph, Node], Replacement | None], ...] = (layer_norm, softmax, gelu, conv_activation,
@@ -597,7 +596,7 @@ def _runs(r: Replacement, types: Mapping[int, TensorType]) -> bool:
         return False
     on_host = r.device.info.kernel_language == "python"
     if r.kind in VENDOR_PRODUCTS and not on_host and r.device.vendor_op("matmul") is not None and \
-            op.runs_composed(ins, r.device.info):
+            not op.beats_vendor_products(ins, r.device.info):
         return False
     if (r.kind in VENDOR_FIRST and not on_host) or (r.kind in HOST_VENDOR_ONLY and on_host):
         vendor = r.device.vendor_op(r.op)

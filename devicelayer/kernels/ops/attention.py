@@ -1,16 +1,25 @@
 """attention: scaled dot-product attention over (batch, heads, sequence, head size) tensors, ONNX Attention's
 core (the converter reshapes 3-D inputs into heads and concatenates the key/value cache).
 
-Two plans.  A fused kernel, for decoding (few query rows) where the head sizes fit its shared memory: a
-work-group per query row streams over the keys in chunks of its size, each item scoring one key, with the running
-maximum and the output accumulated as in online softmax (no score matrix in memory).  Otherwise a composition:
-the score matrix by the GEMM kernels, a row kernel for softcap, bias and softmax, and the GEMM kernels again for
-the weighted values.
+Three plans (``form`` chooses; ``forcing`` overrides it on a thread, for tests and benchmarks):
+
+- ``fused``, for decoding (few query rows) where the head sizes fit its shared memory: a work-group per query row
+  streams over the keys in chunks of its size, each item scoring one key, with the running maximum and the output
+  accumulated as in online softmax (no score matrix in memory).
+- ``tiled``, for longer query blocks over up to ``TILED_KEYS_MAX`` keys on GPUs (flash attention): a work-group
+  per tile of query rows of one head, each row's query and output held in registers by its items (its lanes,
+  1-8, among which its keys are dealt, merged at the tile's end); the group loads a block of keys and values into
+  shared memory, each item scores its row against its keys of the block and folds them into its online softmax.
+  One kernel, keys and values read once per tile, no score matrix; a causal tile stops at its last visible key.
+- ``composed``: the score matrix by the GEMM kernels, a row kernel for softcap, bias and softmax, and the GEMM
+  kernels again for the weighted values.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,8 +40,45 @@ FUSED_GROUP = 64
 #: ``COMPOSED_SCORES_MAX`` bytes
 FUSED_QUERIES = 16
 COMPOSED_SCORES_MAX = 1 << 28
+#: largest head size (of queries/keys and of values) of the tiled kernel: each item holds its query row and its
+#: output row in registers
+TILED_HEAD_MAX = 128
+#: keys of a tiled kernel's block (halved while its shared memory does not fit the device)
+TILED_KEYS = 32
+#: keys up to which the tiled kernel runs by default: each item loops over its row's keys (dealt among its lanes)
+#: with a multiply-add and a shared-memory read each, where the GEMM kernels' register blocks reuse what they read.
+#: On the H200, an exported attention block with inputs on the device, against its nodes: 128 keys 0.89-1.00x as
+#: the tiled kernel on CUDA, NVIDIA's OpenCL and Vulkan; 256 keys 0.99-1.43x (the composition 0.91-0.96x on OpenCL
+#: and Vulkan); 512 and 1500 keys 0.97-1.88x (the composition 0.75-0.92x)
+TILED_KEYS_MAX = 128
+#: the tiled kernel's groups per compute unit below which a group takes fewer query rows, more items per row
+TILED_SPREAD = 2
+#: items a tiled kernel's query row may have
+TILED_LANES = (1, 2, 4, 8)
+#: the plans, as ``form`` names them
+FORMS = ("fused", "tiled", "composed")
 #: qk_matmul_output_mode values: the scaled QK product, after softcap, after the bias, the probabilities
 QK_MODES = (0, 1, 2, 3)
+
+
+_state = threading.local()
+
+
+@contextlib.contextmanager
+def forcing(form: str, lanes: int | None = None) -> Iterator[None]:
+    """Every attention planned on this thread inside the block takes ``form`` where its inputs allow it (the
+    fused and tiled kernels have head size limits, the tiled one no ``qk_matmul_output_mode`` 3); the tiled kernel
+    with ``lanes`` items per query row (1, 2, 4 or 8) where given."""
+    if form not in FORMS:
+        raise ValueError(f"attention form {form!r} is not one of {FORMS}")
+    if lanes is not None and lanes not in TILED_LANES:
+        raise ValueError(f"tiled attention lanes {lanes!r} is not one of {TILED_LANES}")
+    before = getattr(_state, "forced", None), getattr(_state, "lanes", None)
+    _state.forced, _state.lanes = form, lanes
+    try:
+        yield
+    finally:
+        _state.forced, _state.lanes = before
 
 
 def _mask_layout(mask: TensorType, B: int, H: int, Sq: int) -> tuple[int, int, int]:
@@ -214,19 +260,78 @@ class Attention(FloatKernelOp):
         return (max(q.shape[3], v.shape[3]) <= FUSED_HEAD_MAX and info.local_memory >= need
                 and group_local(info, FUSED_GROUP) >= 8)
 
-    def runs_composed(self, inputs: Sequence[TensorType], info: DeviceInfo) -> bool:
-        """Whether the device computes these inputs as the composition (two products and a row kernel) rather
-        than the fused kernel."""
+    def _tiling(self, inputs: Sequence[TensorType], info: DeviceInfo) -> tuple[int, int, int] | None:
+        """(rows, lanes, keys) of the tiled kernel for these inputs on the device, or None where its head sizes or
+        shared memory do not fit: a group of rows x lanes items takes ``rows`` query rows, each row's keys dealt
+        among its ``lanes`` items, and a block of ``keys`` keys at a time.  Rows halve (lanes double, to 8) while the
+        tiles would not give each compute unit ``TILED_SPREAD`` groups; keys halve while shared memory is short."""
         q, v = inputs[0], inputs[2]
-        scores = q.shape[0] * q.shape[1] * q.shape[2] * v.shape[2] * q.dtype.itemsize
+        Dk, Dv = q.shape[3], v.shape[3]
+        if max(Dk, Dv) > TILED_HEAD_MAX or min(Dk, Dv) < 1:
+            return None
+        group = group_local(info, 64)
+        if group < 8:
+            return None
+        rows, lanes = group, 1
+        heads = q.shape[0] * q.shape[1]
+        forced = getattr(_state, "lanes", None)
+        if forced is not None:
+            rows, lanes = group // forced, forced
+        want = TILED_SPREAD * info.compute_units
+        while forced is None and lanes < TILED_LANES[-1] and heads * -(-q.shape[2] // rows) < want:
+            rows, lanes = rows // 2, lanes * 2
+        acc = 8 if q.dtype == np.float64 else 4
+        keys = TILED_KEYS
+        while keys >= 8 and acc * sum(self._tiled_shared(Dk, Dv, rows, lanes, keys)) > info.local_memory:
+            keys //= 2
+        return (rows, lanes, keys) if keys >= 8 else None
+
+    @staticmethod
+    def _tiled_shared(Dk: int, Dv: int, rows: int, lanes: int, keys: int) -> tuple[int, int, int, int]:
+        """Elements of the tiled kernel's shared arrays: the key block (rows padded by one element against bank
+        conflicts), the value block (which also carries the lanes' outputs when they merge), the scores, the
+        merge's partials."""
+        return (keys * (Dk + 1), max(keys * (Dv + 1), rows * Dv if lanes > 1 else 0), keys * rows,
+                rows * lanes)
+
+    def form(self, inputs: Sequence[TensorType], info: DeviceInfo, mode: int = -1) -> str:
+        """The plan (one of ``FORMS``) the device runs these inputs with (``mode``: qk_matmul_output_mode).
+
+        Few query rows (decoding) take the fused kernel; longer query blocks the tiled kernel on GPUs up to
+        ``TILED_KEYS_MAX`` keys, the composition beyond and on CPU devices (whose GEMM kernels do better there:
+        the groups' barriers cost more than a score matrix), except where the score matrix would exceed
+        ``COMPOSED_SCORES_MAX`` bytes."""
+        q, v = inputs[0], inputs[2]
+        fits = self._fits(inputs, info)
+        tiles = mode != 3 and self._tiling(inputs, info) is not None
+        forced = getattr(_state, "forced", None)
+        if (forced == "fused" and fits) or (forced == "tiled" and tiles) or forced == "composed":
+            return forced
+        cpu = info.device_type == "cpu"
         # (on CPU devices the fused kernel's group barriers cost more than the composition's score matrix: BERT's
         # heads at 12 queries 1.2-1.7x slower on PoCL and lavapipe; half precision keeps it, its scores in float32)
-        few = q.shape[2] <= FUSED_QUERIES and (info.device_type != "cpu" or q.dtype.itemsize < 4)
-        return not (self._fits(inputs, info) and (few or scores > COMPOSED_SCORES_MAX))
+        if fits and q.shape[2] <= FUSED_QUERIES and (not cpu or q.dtype.itemsize < 4):
+            return "fused"
+        if tiles and not cpu and inputs[2].shape[2] <= TILED_KEYS_MAX:
+            return "tiled"
+        if q.shape[0] * q.shape[1] * q.shape[2] * v.shape[2] * q.dtype.itemsize > COMPOSED_SCORES_MAX:
+            return "tiled" if tiles else "fused" if fits else "composed"
+        return "composed"
+
+    def beats_vendor_products(self, inputs: Sequence[TensorType], info: DeviceInfo) -> bool:
+        """Whether these inputs run faster as the op than as nodes whose products a vendor library (cuBLAS) runs:
+        where the fused kernel takes them (decoding).  On the H200 the composition took 2.41 ms where cuBLAS's
+        products beside the nodes took 2.18 (16 x 4 heads x 128 x 64); with the tiled kernel a lone block of 128
+        keys ran 0.95-1.00x the nodes' time, but BERT-mini's and the GPT-2 LM's plans gained nothing or lost (their
+        time over the unfused plan's rose in 7 of 8 cases in two processes, BERT-mini b1 0.93 -> 1.14)."""
+        return self.form(inputs, info) == "fused"
 
     def plan(self, inputs, outputs, attrs, info):
-        if self.runs_composed(inputs, info):
+        form = self.form(inputs, info, attrs["qk_matmul_output_mode"])
+        if form == "composed":
             return self._composed(inputs, attrs, info)
+        if form == "tiled":
+            return self._tiled(inputs, attrs, info)
         return self._fused(inputs, attrs, info)
 
     def _shape_scalars(self, inputs, attrs) -> tuple[list[Param], list[Any]]:
@@ -395,6 +500,157 @@ class Attention(FloatKernelOp):
         R = values[0]
         gsize = groups_for(R * local, local, info)
         return Plan([Launch(spec, (*args, *values), gsize, (local,))])
+
+    def _tiled(self, inputs, attrs, info) -> Plan:
+        q, v = inputs[0], inputs[2]
+        elem = dialect_type(q.dtype)
+        B, Hq, Sq, Dk = q.shape
+        Dv = v.shape[3]
+        tiling = self._tiling(inputs, info)
+        assert tiling is not None
+        rows, lanes, keys = tiling
+        mode = attrs["qk_matmul_output_mode"]
+        buffers, args, tag = self._buffers(inputs, attrs, fused=True)
+        buffers.append(Param("y", "T", "out"))
+        args.append(("out", 0))
+        if mode >= 0:
+            buffers.append(Param("qk", "T", "out"))
+            args.append(("out", 1))
+        scalars, values = self._shape_scalars(inputs, attrs)
+        tq = -(-Sq // rows)
+        scalars += [Param("TQ", "int", "scalar"), Param("NG", "int", "scalar")]
+        values += [tq, B * Hq * tq]
+        body = self._tiled_body(inputs, attrs, lanes > 1)
+        acc = acc_type(elem)
+        sizes = self._tiled_shared(Dk, Dv, rows, lanes, keys)
+        shared = tuple((acc, name, n) for name, n in zip(("ks", "vs", "ss", "red"), sizes))
+        local = rows * lanes
+        spec = KernelSpec(f"attention_tiled_{elem}{tag}_q{Dk}_v{Dv}_k{keys}_r{rows}x{lanes}", (*buffers, *scalars),
+                          body, elem=elem, shared=shared, local_size=(local,),
+                          defines=(("QD", Dk), ("VD", Dv), ("BK", keys), ("ROWS", rows), ("LANES", lanes)))
+        gsize = groups_for(B * Hq * tq * local, local, info)
+        return Plan([Launch(spec, (*args, *values), gsize, (local,))])
+
+    def _tiled_body(self, inputs, attrs, merge: bool) -> str:
+        """The tiled kernel's body: item ``LID`` is lane ``LID % LANES`` of row ``LID / LANES`` of its tile."""
+        _, nonpad = self._extras(inputs)
+        mode = attrs["qk_matmul_output_mode"]
+        ninf = "CAST(ACC, -DL_INF)"
+        zero = "CAST(ACC, 0.0f)"
+        # the keys a tile sees: all of them where the qk output wants every score; else a causal tile's end at its
+        # last row's last visible key, and padded keys cut (every key past the end is -inf for every row)
+        end = ["        int jend = Skv;\n"]
+        if mode < 0 and attrs["is_causal"]:
+            end.append("        int ilast = (tile + 1) * ROWS < Sq ? (tile + 1) * ROWS - 1 : Sq - 1;\n"
+                       "        if (ilast + off + 1 < jend) jend = ilast + off + 1 > 0 ? ilast + off + 1 : 0;\n")
+        if mode < 0 and nonpad is not None:
+            end.append("        if (CAST(int, nonpad[b]) < jend) jend = CAST(int, nonpad[b]) > 0 ? "
+                       "CAST(int, nonpad[b]) : 0;\n")
+        load_k = ("                int kk = e % BK;\n                int d = e / BK;\n"
+                  "                ks[kk * (QD + 1) + d] = kk < n ? TO_ACC(k[kvb * QD + d * Skv + j0 + kk]) : "
+                  "CAST(ACC, 0.0f);\n"
+                  if attrs.get("k_transposed") else
+                  "                int kk = e / QD;\n"
+                  "                ks[kk * (QD + 1) + e % QD] = kk < n ? TO_ACC(k[(kvb + j0) * QD + e]) : "
+                  "CAST(ACC, 0.0f);\n")
+        # the product of a query row and a key with four partial sums (no chain of dependent adds)
+        dot = ["                    int kb = kk * (QD + 1);\n",
+               f"                    ACC d0 = {zero};\n                    ACC d1 = {zero};\n",
+               f"                    ACC d2 = {zero};\n                    ACC d3 = {zero};\n",
+               "                    UNROLL for (int d = 0; d + 3 < QD; d += 4) {\n",
+               "                        d0 = d0 + qr[d] * ks[kb + d];\n",
+               "                        d1 = d1 + qr[d + 1] * ks[kb + d + 1];\n",
+               "                        d2 = d2 + qr[d + 2] * ks[kb + d + 2];\n",
+               "                        d3 = d3 + qr[d + 3] * ks[kb + d + 3];\n",
+               "                    }\n",
+               "                    UNROLL for (int d = QD - QD % 4; d < QD; d++) d0 = d0 + qr[d] * ks[kb + d];\n",
+               "                    ACC dot = (d0 + d1) + (d2 + d3);\n"]
+        body = [
+            "    for (int g = GROUP(0); g < NG; g += NGROUPS(0)) {\n",
+            "        int tile = g % TQ;\n        int h = (g / TQ) % Hq;\n        int b = g / (TQ * Hq);\n",
+            "        int lane = LID(0) % LANES;\n        int r = LID(0) / LANES;\n",
+            "        int i = tile * ROWS + r;\n",
+            "        int row = (b * Hq + h) * Sq + i;\n",
+            "        int kvb = (b * Hk + h / G) * Skv;\n",
+            f"        int off = {self._offset_code(inputs)};\n",
+            *end,
+            "        ACC qr[QD];\n        ACC o[VD];\n",
+            f"        UNROLL for (int d = 0; d < QD; d++) qr[d] = {zero};\n",
+            f"        UNROLL for (int d = 0; d < VD; d++) o[d] = {zero};\n",
+            "        if (i < Sq) {\n",
+            "            UNROLL for (int d = 0; d < QD; d++) qr[d] = TO_ACC(q[row * QD + d]);\n",
+            "        }\n",
+            f"        ACC m = {ninf};\n        ACC l = {zero};\n        ACC seen = {zero};\n",
+            "        for (int j0 = 0; j0 < jend; j0 += BK) {\n",
+            "            int n = jend - j0 < BK ? jend - j0 : BK;\n",
+            "            for (int e = LID(0); e < BK * QD; e += LSIZE(0)) {\n", load_k, "            }\n",
+            "            for (int e = LID(0); e < BK * VD; e += LSIZE(0)) {\n",
+            "                int kk = e / VD;\n",
+            "                vs[kk * (VD + 1) + e % VD] = kk < n ? TO_ACC(v[(kvb + j0) * VD + e]) : CAST(ACC, 0.0f);\n",
+            "            }\n",
+            "            BARRIER();\n",
+            "            if (i < Sq) {\n",
+            f"                ACC cm = {ninf};\n",
+            "                for (int kk = lane; kk < n; kk += LANES) {\n",
+            "                    int j = j0 + kk;\n",
+            *dot,
+            "                    int qo = row * Skv + j;\n",
+            self._score_code(inputs, attrs, "                    ", "dot"),
+            f"                    if (bias > {ninf}) seen = CAST(ACC, 1.0f);\n",
+            "                    ss[(kk / LANES) * LSIZE(0) + LID(0)] = t;\n",
+            "                    cm = dl_max(cm, t);\n",
+            "                }\n",
+            "                ACC mn = dl_max(m, cm);\n",
+            f"                ACC base = mn == {ninf} ? {zero} : mn;\n",
+            f"                ACC corr = m == {ninf} ? {zero} : dl_exp(m - base);\n",
+            "                l = l * corr;\n",
+            "                UNROLL for (int d = 0; d < VD; d++) o[d] = o[d] * corr;\n",
+            "                for (int kk = lane; kk < n; kk += LANES) {\n",
+            "                    ACC p = dl_exp(ss[(kk / LANES) * LSIZE(0) + LID(0)] - base);\n",
+            "                    l = l + p;\n",
+            "                    int vb = kk * (VD + 1);\n",
+            "                    UNROLL for (int d = 0; d < VD; d++) o[d] = o[d] + p * vs[vb + d];\n",
+            "                }\n",
+            "                m = mn;\n",
+            "            }\n",
+            "            BARRIER();\n",
+            "        }\n",
+        ]
+        if merge:  # the lanes of a row fold into lane 0: their maxima, sums, seen flags, then outputs one by one
+            body += [
+                "        red[LID(0)] = m;\n        BARRIER();\n",
+                f"        ACC top = {ninf};\n",
+                "        for (int p = 0; p < LANES; p++) top = dl_max(top, red[r * LANES + p]);\n",
+                "        BARRIER();\n",
+                f"        ACC c = m == {ninf} ? {zero} : dl_exp(m - (top == {ninf} ? {zero} : top));\n",
+                "        l = l * c;\n",
+                "        UNROLL for (int d = 0; d < VD; d++) o[d] = o[d] * c;\n",
+                "        red[LID(0)] = l;\n        BARRIER();\n",
+                f"        l = {zero};\n",
+                "        for (int p = 0; p < LANES; p++) l = l + red[r * LANES + p];\n",
+                "        BARRIER();\n",
+                "        red[LID(0)] = seen;\n        BARRIER();\n",
+                "        for (int p = 0; p < LANES; p++) seen = dl_max(seen, red[r * LANES + p]);\n",
+                "        BARRIER();\n",
+                "        for (int p = 1; p < LANES; p++) {\n",
+                "            if (lane == p) {\n",
+                "                UNROLL for (int d = 0; d < VD; d++) vs[r * VD + d] = o[d];\n",
+                "            }\n",
+                "            BARRIER();\n",
+                "            if (lane == 0) {\n",
+                "                UNROLL for (int d = 0; d < VD; d++) o[d] = o[d] + vs[r * VD + d];\n",
+                "            }\n",
+                "            BARRIER();\n",
+                "        }\n",
+            ]
+        body += [
+            "        if (i < Sq && lane == 0) {\n",
+            f"            ACC inv = (seen == {zero} || l == {zero}) ? {self._empty(attrs)} : CAST(ACC, 1.0f) / l;\n",
+            "            UNROLL for (int d = 0; d < VD; d++) y[row * VD + d] = FROM_ACC(o[d] * inv);\n",
+            "        }\n",
+            "    }",
+        ]
+        return "".join(body)
 
     def _composed(self, inputs, attrs, info) -> Plan:
         q, v = inputs[0], inputs[2]

@@ -1,0 +1,188 @@
+"""Attention's three plans (``kernels/ops/attention.py``: the fused kernel for decoding, the tiled kernel for longer
+query blocks, the composition of products and a row kernel), each forced on every kernel device against the
+float64 reference, outputs poisoned first: the op cases, and long query blocks over several tiles and key blocks
+(ragged ends, causal tiles cut short, padded keys, keys given transposed, empty rows as zeros or NaN, grouped heads,
+the largest head size, the qk outputs, half precision)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import devicelayer as dl
+from devicelayer.kernels.op import TensorType, get
+from devicelayer.kernels.ops import attention as attention_op
+from devicelayer.kernels.runner import run
+from devicelayer.ops import names  # noqa: F401  (registers the library)
+from devicelayer.tensors import Tensor, tensor
+from op_cases import Case, reference64
+from op_cases.attention import CASES as OP_CASES
+from op_cases.attention import _attn
+
+TOL = {"float32": 2e-5, "float16": 1e-2, "bfloat16": 4e-2, "float64": 1e-10}
+
+
+def _kt(make):
+    """A case maker whose k is given transposed, (B, Hk, Dk, Skv)."""
+    def made(rng):
+        arrays = make(rng)
+        arrays[1] = np.ascontiguousarray(np.swapaxes(arrays[1], 2, 3))
+        return arrays
+    return made
+
+
+A = "attention"
+LONG = [
+    Case(A, _attn(B=2, Hq=4, Hk=2, Sq=70, Skv=75, Dk=64, Dv=48, mask=((1, 1, 70, 75), "float"), neginf=True,
+                  full_row=True), {"nan_rows": True}, id="gqa-mask-nan-rows"),
+    Case(A, _attn(B=2, Hq=2, Hk=2, Sq=130, Skv=135, Dk=32, Dv=32), {"is_causal": True, "offset": 5},
+         id="causal-offset-tiles-cut"),
+    Case(A, _attn(B=2, Hq=3, Hk=1, Sq=40, Skv=75, Dk=16, Dv=24, mask=((2, 3, 40, 60), "bool"), full_row=True,
+                  nonpad=[75, 30]), {"is_causal": True}, id="nonpad-causal-empty-rows"),
+    Case(A, _kt(_attn(B=1, Hq=4, Hk=4, Sq=50, Skv=77, Dk=64, Dv=64, mask=((50, 77), "float"))),
+         {"k_transposed": True, "scale": 0.2}, id="k-transposed"),
+    Case(A, _attn(B=1, Hq=2, Hk=2, Sq=33, Skv=40, Dk=128, Dv=128), {"softcap": 3.0}, id="largest-heads"),
+    Case(A, _attn(B=1, Hq=2, Hk=2, Sq=21, Skv=37, Dk=3, Dv=5, mask=((2, 1, 37), "float")),
+         {"left_window_size": 4, "right_window_size": 2}, id="odd-heads-window"),
+    Case(A, _attn(B=2, Hq=2, Hk=1, Sq=20, Skv=45, Dk=16, Dv=16, mask=((20, 45), "float")),
+         {"is_causal": True, "offset": 25, "qk_matmul_output_mode": 2}, id="causal-qk2"),
+    Case(A, _attn(B=1, Hq=2, Hk=2, Sq=40, Skv=70, Dk=32, Dv=32), {"softcap": 2.0, "qk_matmul_output_mode": 1},
+         id="qk1"),
+    Case(A, _attn(B=1, Hq=2, Hk=2, Sq=40, Skv=70, Dk=32, Dv=32, mask=((40, 70), "float"), dtype="float16"),
+         {"is_causal": True, "offset": 30}, id="f16", dtype="float16"),
+]
+CASES = OP_CASES + LONG
+
+
+def _poisoned(device, t: TensorType) -> Tensor:
+    nbytes = max(t.size * t.dtype.itemsize, t.dtype.itemsize)
+    buf = device.pool.allocate(nbytes, t.dtype)
+    ev = device.pool.upload(buf, np.full(nbytes, 0x7F, np.uint8).view(t.dtype))  # NaN-ish floats
+    return Tensor(buf, t.shape, t.dtype, ev)
+
+
+def _forced_run(device, case, arrays, form, lanes=None):
+    """Run ``case`` on ``device`` with ``form`` forced (the tiled kernel with ``lanes`` items a row where given);
+    the outputs, or None where the inputs do not take it."""
+    op = get(A)
+    types = [TensorType(a.shape, a.dtype) for a in arrays]
+    attrs, out_types = op.prepare(types, dict(case.attrs))
+    with attention_op.forcing(form, lanes):
+        if op.form(types, device.info, attrs["qk_matmul_output_mode"]) != form:
+            return None
+        ins = [tensor(a, device) for a in arrays]
+        outs = [_poisoned(device, t) for t in out_types]
+        run(A, ins, out=outs, **case.attrs)
+    got = [o.numpy() for o in outs]
+    for t in ins + outs:
+        device.pool.free(t.buffer)
+    return got
+
+
+def _kernel_device(device):
+    if device.info.kernel_language == "python":
+        pytest.skip("the host runs the op's reference or oneDNN, not the kernels")
+
+
+@pytest.mark.parametrize("form", attention_op.FORMS)
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_each_form_matches_the_float64_reference(device, rng, case, form):
+    _kernel_device(device)
+    if case.dtype not in device.info.dtypes:
+        pytest.skip(f"{device.id} has no {case.dtype}")
+    arrays = case.make(rng)
+    got = _forced_run(device, case, arrays, form)
+    if got is None:
+        pytest.skip(f"the {form} plan does not take these inputs on {device.id}")
+    want = reference64(A, arrays, case.attrs)
+    for g, w in zip(got, want):
+        w = np.asarray(w)
+        assert g.shape == w.shape
+        finite = np.where(np.isfinite(w), w, 0)
+        scale = max(1.0, float(np.max(np.abs(finite)))) if w.size else 1.0
+        tol = TOL[case.dtype]
+        np.testing.assert_allclose(g.astype(np.float64), w, rtol=tol, atol=tol * scale)
+
+
+#: the cases the lanes test runs: the long ones, and the op cases of many keys
+LANE_CASES = LONG + [c for c in OP_CASES if c.id in ("attn-decode-long", "attn-prefill-long", "attn-qk1",
+                                                     "attn-mask-neginf-causal", "attn-negative-offset")]
+
+
+@pytest.mark.parametrize("lanes", [2, 8])
+@pytest.mark.parametrize("case", LANE_CASES, ids=[c.id for c in LANE_CASES])
+def test_rows_dealt_among_lanes_match_the_float64_reference(device, rng, case, lanes):
+    """The tiled kernel with each row's keys dealt among 2 or 8 items (as for few heads on a large GPU), merged at
+    the end of the tile."""
+    _kernel_device(device)
+    if case.dtype not in device.info.dtypes:
+        pytest.skip(f"{device.id} has no {case.dtype}")
+    arrays = case.make(rng)
+    types = [TensorType(a.shape, a.dtype) for a in arrays]
+    with attention_op.forcing("tiled", lanes=lanes):
+        tiling = get(A)._tiling(types, device.info)
+        if tiling is None:
+            pytest.skip("the tiled kernel does not take these heads")
+        assert tiling[0] * tiling[1] == attention_op.group_local(device.info, 64) and tiling[1] == lanes
+        got = _forced_run(device, case, arrays, "tiled", lanes)
+    if got is None:
+        pytest.skip("the tiled kernel does not take these inputs")
+    want = reference64(A, arrays, case.attrs)
+    for g, w in zip(got, want):
+        finite = np.where(np.isfinite(w), w, 0)
+        tol = TOL[case.dtype]
+        np.testing.assert_allclose(g.astype(np.float64), w, rtol=tol,
+                                   atol=tol * max(1.0, float(np.max(np.abs(finite)))))
+
+
+@pytest.mark.parametrize("case", LONG, ids=[c.id for c in LONG])
+def test_long_query_blocks_take_the_tiled_kernel_where_forced(device, case):
+    """Every long case runs tiled when forced (the test above would skip it otherwise), on every kernel device."""
+    _kernel_device(device)
+    if case.dtype not in device.info.dtypes:
+        pytest.skip(f"{device.id} has no {case.dtype}")
+    types = [TensorType(a.shape, a.dtype) for a in case.make(np.random.default_rng(0))]
+    attrs, _ = get(A).prepare(types, dict(case.attrs))
+    with attention_op.forcing("tiled"):
+        assert get(A).form(types, device.info, attrs["qk_matmul_output_mode"]) == "tiled"
+
+
+def test_the_default_forms(device):
+    """Decoding runs fused; a long float32 query block tiled on GPUs, composed on CPU devices; keys or heads over
+    the tiled kernel's limits, or the probabilities as a second output, composed."""
+    _kernel_device(device)
+    op, info = get(A), device.info
+    f32 = np.dtype(np.float32)
+
+    def qkv(Sq, D, Skv=128):
+        return [TensorType((1, 4, Sq, D), f32), TensorType((1, 4, Skv, D), f32), TensorType((1, 4, Skv, D), f32)]
+
+    assert op.form(qkv(1, 64), info) == ("fused" if info.device_type != "cpu" else "composed")
+    assert op.form(qkv(128, 64), info) == ("tiled" if info.device_type != "cpu" else "composed")
+    assert op.form(qkv(128, 64), info, mode=3) == "composed"
+    assert op.form(qkv(128, 64, Skv=attention_op.TILED_KEYS_MAX + 1), info) == "composed"
+    assert op.form(qkv(128, attention_op.TILED_HEAD_MAX + 8), info) == "composed"
+
+
+def test_an_unknown_form_or_lane_count_is_refused():
+    with pytest.raises(ValueError, match="sideways"):
+        with attention_op.forcing("sideways"):
+            pass
+    with pytest.raises(ValueError, match="lanes 3"):
+        with attention_op.forcing("tiled", lanes=3):
+            pass
+
+
+def test_a_tiled_run_leaves_the_device_usable_after_a_refused_call(device, rng):
+    """A call with mismatched heads is refused before any kernel runs; the same device then runs the tiled plan."""
+    _kernel_device(device)
+    q = rng.uniform(-1, 1, (1, 3, 40, 16)).astype(np.float32)
+    k = rng.uniform(-1, 1, (1, 2, 50, 16)).astype(np.float32)
+    with pytest.raises(dl.InvalidArgument, match="divide"):
+        run(A, [tensor(q, device), tensor(k, device), tensor(k, device)])
+    k = k[:, :1]
+    with attention_op.forcing("tiled"):
+        y = run(A, [tensor(q, device), tensor(k, device), tensor(k, device)])
+    want = reference64(A, [q, k, k], {})[0]
+    np.testing.assert_allclose(y[0].numpy() if isinstance(y, (list, tuple)) else y.numpy(), want, rtol=2e-5,
+                               atol=2e-5)
