@@ -24,7 +24,8 @@ ORDER = ("B", "sequence_lens", "initial_h", "initial_c", "P")
 
 @pytest.fixture
 def runs(monkeypatch):
-    """Counts of oneDNN layer runs and weight relayouts in this test."""
+    """Counts of oneDNN layer runs (per call, or of a call bound once: ``Layer.bind``) and weight relayouts in
+    this test."""
     from devicelayer.backends.host import rnn_layer
 
     count = {"run": 0, "prepare": 0}
@@ -35,6 +36,16 @@ def runs(monkeypatch):
             count[_name] += 1
             return _orig(self, *args)
         monkeypatch.setattr(rnn_layer.RnnLayer, name, counted)
+    bind = rnn_layer.RnnLayer.bind
+
+    def bound(self, *args, **kwargs):
+        call = bind(self, *args, **kwargs)
+
+        def counted_call():
+            count["run"] += 1
+            return call()
+        return counted_call
+    monkeypatch.setattr(rnn_layer.RnnLayer, "bind", bound)
     return count
 
 

@@ -118,11 +118,13 @@ class OnednnRecurrent(HostVendor):
     def _call(self, layer: RnnLayer, values: list[np.ndarray], results: list[np.ndarray],
               numpy: Callable[[], None]) -> Callable[[], None]:
         g = layer.g
-        x, y, hn = values[0].ctypes.data, results[0], results[1].ctypes.data
+        x, y, hn = values[0].ctypes.data, results[0].ctypes.data, results[1].ctypes.data
         h0, c0 = (values[k].ctypes.data if len(values) > k else 0 for k in (_H0, _C0))
         cn = results[2].ctypes.data if len(results) > 2 else 0
         lens = None if self._lens_full or len(values) <= 4 else values[4]
         steps, fixed = g.steps, self._weights
+        if fixed is not None and lens is None:  # (constant weights, every sequence whole: bound once)
+            return layer.bind(x, h0, c0, fixed, y, hn, cn, keep=(values, results, fixed))
         w, r = values[1], values[2]
         b, p = (values[k] if len(values) > k else None for k in (3, _P))
 

@@ -15,7 +15,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from .dnnl import ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS, FORWARD_INFERENCE, Layer, aligned, check, dense
+from .dnnl import ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS, FORWARD_INFERENCE, Layer, Step, aligned, check, dense
 
 _ANY = 1  # dnnl_format_tag_any
 _QUERY_EXEC_ARG_MD = 255
@@ -81,8 +81,8 @@ def onednn_weights(g: Geometry, w: np.ndarray, r: np.ndarray, b: np.ndarray | No
 
 class RnnLayer(Layer):
     """One oneDNN recurrent layer of a ``Geometry``: X, the initial states, Y and the final states read and
-    written where ONNX keeps them (Y through a scratch copy where ONNX's (T, D, N, H) is not oneDNN's
-    (T, N, D*H): two directions and a batch above one)."""
+    written where ONNX keeps them (Y through a scratch array and a reorder where ONNX's (T, D, N, H) is not
+    oneDNN's (T, N, D*H): two directions and a batch above one)."""
 
     def __init__(self, g: Geometry) -> None:
         super().__init__()
@@ -139,6 +139,12 @@ class RnnLayer(Layer):
                     (ARG_DST_ITER_C, self.m_cn)]
         self.args = self._args(args + [(k, m) for k, m in optional if m is not None] + self._scratchpad(pd))
         self.y_bytes = t * n * d * h * 4
+        self.y_reorder = None
+        if not self.y_direct:  # oneDNN's (T, N, D, H) into ONNX's (T, D, N, H), one reorder
+            shape = (t, n, d, h)
+            md_from, md_to = self._strided_md(shape, dense(shape)), self._strided_md(shape, (d * n * h, h, n * h, 1))
+            self.m_y_from, self.m_y_to = self._memory(md_from), self._memory(md_to)
+            self.y_reorder = self._reorder(md_from, md_to, self.m_y_from, self.m_y_to)
 
     def _zeros(self, count: int) -> int:
         """The address of ``count`` float32 zeros the layer keeps."""
@@ -164,25 +170,18 @@ class RnnLayer(Layer):
                 out.append(chosen)
         return Weights(out[0], out[1], bias, peep)
 
-    def run(self, x: int, h0: int, c0: int, weights: Weights, y: np.ndarray, hn: int, cn: int) -> None:
-        """Y, Y_h (and Y_c) from X, the initial states (addresses; 0 where not built for) and ``weights``; ``y``
-        is Y's float32 array ((T, D, N, H), or (N, T, D, H) batch first)."""
-        g = self.g
-        with self.lock:
-            self.m_x.point(x)
-            for m, ptr in ((self.m_h0, h0), (self.m_c0, c0), (self.m_cn, cn)):
-                if m is not None and ptr:
-                    m.point(ptr)
-            self.m_hn.point(hn)
-            self.m_chosen[0].point(weights.layer.ctypes.data)
-            self.m_chosen[1].point(weights.iter.ctypes.data)
-            self.m_b.point(weights.bias.ctypes.data)
-            if self.m_p is not None:
-                self.m_p.point(weights.peephole.ctypes.data)
-            out = y.ctypes.data if self.y_direct else self._scratch("_y_scratch", self.y_bytes)
-            self.m_y.point(out)
-            self._execute(self.prim, self.args, g.cell)
-            self._wait()
-            if not self.y_direct:  # (T, N, D, H) -> (T, D, N, H)
-                got = self._y_scratch.view(np.float32).reshape(g.steps, g.batch, g.dirs, g.hidden)
-                np.copyto(y.reshape(g.steps, g.dirs, g.batch, g.hidden), got.transpose(0, 2, 1, 3))
+    def _steps(self, x: int, h0: int, c0: int, weights: Weights, y: int, hn: int, cn: int) -> list[Step]:
+        """Y, Y_h (and Y_c) at these addresses from X, the initial states (0 where not built for) and ``weights``
+        (Y: (T, D, N, H), or (N, T, D, H) batch first); ``run`` and ``bind`` take these operands."""
+        at = {self.m_x: x, self.m_hn: hn, self.m_b: weights.bias.ctypes.data,
+              self.m_chosen[0]: weights.layer.ctypes.data, self.m_chosen[1]: weights.iter.ctypes.data}
+        for m, ptr in ((self.m_h0, h0), (self.m_c0, c0), (self.m_cn, cn)):
+            if m is not None and ptr:
+                at[m] = ptr
+        if self.m_p is not None:
+            at[self.m_p] = weights.peephole.ctypes.data
+        out = y if self.y_reorder is None else self._scratch("_y_scratch", self.y_bytes)
+        steps: list[Step] = [((self.prim, self.args), {**at, self.m_y: out}, self.g.cell)]
+        if self.y_reorder is not None:
+            steps.append((self.y_reorder, {self.m_y_from: out, self.m_y_to: y}, "output reorder"))
+        return steps
