@@ -15,7 +15,6 @@ what it cost, are in the plan's report.
 from __future__ import annotations
 
 import collections
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -32,6 +31,7 @@ from .constants import ConstantStore
 from .ir import Graph
 from .lane import Lane, lane_inputs
 from .profile import Profiled
+from .run_guard import RunGuard
 
 
 class PinInputs(Exception):
@@ -209,7 +209,7 @@ class DynamicPlan(Profiled):
         self.waits: dict[str, dict[str, Any]] = {}  # what -> {"kind", "count", "bytes", "seconds"}
         self.root = Stage(self, builder)
         self.last_segments: list[Segment] = []
-        self._busy = threading.Lock()
+        self._busy = RunGuard()
         self._host_wait: list[float] = [0.0, 0]
         self._lane: Lane | None = None  # the path of more NumPy runs like the last (graph/lane.py)
         self._lane_segments: list[Segment] = []
@@ -283,27 +283,31 @@ class DynamicPlan(Profiled):
 
     def _locked(self, inputs: dict[str, Any], profile: bool, to_numpy: bool) -> dict[str, Any]:
         refuse_forked(self.devices)  # (before the lock: a thread of the parent may have held it)
-        if not self._busy.acquire(blocking=False):
+        if not self._busy.claim():
             raise GraphError("this plan is already running in another thread; plans run one at a time "
                              "(compile a second plan to run concurrently)")
         try:
+            self._busy.running = True
             return self._run(self._check_inputs(inputs), profile, to_numpy)
         finally:
-            self._busy.release()
+            self._busy.running = False
+            self._busy.owner = None
 
     def _in_lane(self, lane: Lane, inputs: Mapping[str, Any]) -> dict[str, Any] | None:
         """A run through ``lane``; None where the full path must run (see graph/lane.py)."""
         refuse_forked(self.devices)  # (before the lock: a thread of the parent may have held it)
-        if not self._busy.acquire(blocking=False):
+        if not self._busy.claim():
             return None
         try:
+            self._busy.running = True
             out = lane.run(inputs)
             if out is not None:
                 self.stats["hits"] += 1
                 self.last_segments = self._lane_segments
             return out
         finally:
-            self._busy.release()
+            self._busy.running = False
+            self._busy.owner = None
 
     def _lane_after(self, inputs: Mapping[str, Any]) -> Lane | None:
         """The lane for NumPy runs like the one that just ran on ``inputs``: one segment, ending the model,

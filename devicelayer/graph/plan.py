@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import heapq
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -29,6 +28,7 @@ from ..reclaim import on_drop
 from ..tensors import Tensor
 from ..transfer import copy_between
 from .ir import Graph, Node, Value
+from .run_guard import RunGuard
 from .fuse import Fusion, annotate, fuse_graph, kernel_counts, report_lines
 from . import precision
 from .lane import Lane, lane_inputs
@@ -119,7 +119,7 @@ class ExecutionPlan(Profiled):
         self._cache: dict[tuple, Prepared] = {}
         # a plan dropped without release() still frees its arenas and constants (on the reclaim thread)
         self._finalizer = on_drop(self, _release_prepared, self._cache)
-        self._busy = threading.Lock()
+        self._busy = RunGuard()
         self.last_profile: list[dict[str, Any]] | None = None
         self.last_submit_seconds = 0.0  # host time the last run spent submitting its steps
         self._lane: Lane | None = None  # the path of more NumPy runs like the last (graph/lane.py)
@@ -358,15 +358,17 @@ class ExecutionPlan(Profiled):
         refuse_forked(self.devices)  # (before the lock: a thread of the parent may have held it)
         if self.source_graph.version != self._version:
             raise GraphError("the graph changed after it was compiled; compile it again")
-        if not self._busy.acquire(blocking=False):
+        if not self._busy.claim():
             raise GraphError("this plan is already running in another thread; plans run one at a time "
                              "(compile a second plan to run concurrently)")
         try:
+            self._busy.running = True
             if self._record and not profile:
                 return self._replay(inputs, to_numpy)
             return self._run(inputs, profile)
         finally:
-            self._busy.release()
+            self._busy.running = False
+            self._busy.owner = None
 
     def _replay(self, inputs: Mapping[str, Any], to_numpy: bool) -> dict[str, Any]:
         """A run through the recorded form of the prepared plan (one submission per same-device segment)."""
@@ -609,12 +611,14 @@ class ExecutionPlan(Profiled):
         refuse_forked(self.devices)  # (before the lock: a thread of the parent may have held it)
         if generation != self._generation or self.source_graph.version != self._version:
             return None
-        if not self._busy.acquire(blocking=False):
+        if not self._busy.claim():
             return None
         try:
+            self._busy.running = True
             return self._replayed(prepared, feeds, True)
         finally:
-            self._busy.release()
+            self._busy.running = False
+            self._busy.owner = None
 
 
 def check_feeds(graph: Graph, inputs: Mapping[str, Any]) -> tuple[dict[int, Any], dict[str, TensorType]]:

@@ -382,6 +382,18 @@ class Attention(FloatKernelOp):
             tag += f"_qk{mode}"
         return params, args, tag
 
+    def _kernel_params(self, inputs, attrs) -> tuple[list[Param], list[Any], str, list[Param], list[Any]]:
+        """The fused and tiled kernels' buffers (q, k, v, the mask, nonpad, y, and qk where asked) and their args, the
+        variant tag, the shape scalars and their values."""
+        buffers, args, tag = self._buffers(inputs, attrs, fused=True)
+        buffers.append(Param("y", "T", "out"))
+        args.append(("out", 0))
+        if attrs["qk_matmul_output_mode"] >= 0:
+            buffers.append(Param("qk", "T", "out"))
+            args.append(("out", 1))
+        scalars, values = self._shape_scalars(inputs, attrs)
+        return buffers, args, tag, scalars, values
+
     def _bias_code(self, inputs, attrs, indent: str) -> str:
         """Dialect statements setting ACC ``bias`` for query i, key j of head h, batch b (``off`` defined)."""
         mask, nonpad = self._extras(inputs)
@@ -437,13 +449,7 @@ class Attention(FloatKernelOp):
         elem = dialect_type(q.dtype)
         local = group_local(info, FUSED_GROUP)
         mode = attrs["qk_matmul_output_mode"]
-        buffers, args, tag = self._buffers(inputs, attrs, fused=True)
-        buffers.append(Param("y", "T", "out"))
-        args.append(("out", 0))
-        if mode >= 0:
-            buffers.append(Param("qk", "T", "out"))
-            args.append(("out", 1))
-        scalars, values = self._shape_scalars(inputs, attrs)
+        buffers, args, tag, scalars, values = self._kernel_params(inputs, attrs)
         at_k = "kvb * Dk + d * Skv + j" if attrs.get("k_transposed") else "(kvb + j) * Dk + d"
         score = ("                ACC dot = CAST(ACC, 0.0f);\n"
                  f"                for (int d = 0; d < Dk; d++) dot = dot + qs[d] * TO_ACC(k[{at_k}]);\n"
@@ -509,14 +515,7 @@ class Attention(FloatKernelOp):
         tiling = self._tiling(inputs, info)
         assert tiling is not None
         rows, lanes, keys = tiling
-        mode = attrs["qk_matmul_output_mode"]
-        buffers, args, tag = self._buffers(inputs, attrs, fused=True)
-        buffers.append(Param("y", "T", "out"))
-        args.append(("out", 0))
-        if mode >= 0:
-            buffers.append(Param("qk", "T", "out"))
-            args.append(("out", 1))
-        scalars, values = self._shape_scalars(inputs, attrs)
+        buffers, args, tag, scalars, values = self._kernel_params(inputs, attrs)
         tq = -(-Sq // rows)
         scalars += [Param("TQ", "int", "scalar"), Param("NG", "int", "scalar")]
         values += [tq, B * Hq * tq]
