@@ -14,12 +14,12 @@ from devicelayer.kernels.op import TensorType, get
 from devicelayer.kernels.ops import attention as attention_op
 from devicelayer.kernels.runner import run
 from devicelayer.ops import names  # noqa: F401  (registers the library)
-from devicelayer.tensors import Tensor, tensor
+from devicelayer.tensors import tensor
 from op_cases import Case, reference64
 from op_cases.attention import CASES as OP_CASES
 from op_cases.attention import _attn
+from test_ops import TOL, poisoned
 
-TOL = {"float32": 2e-5, "float16": 1e-2, "bfloat16": 4e-2, "float64": 1e-10}
 
 
 def _kt(make):
@@ -54,13 +54,6 @@ LONG = [
 CASES = OP_CASES + LONG
 
 
-def _poisoned(device, t: TensorType) -> Tensor:
-    nbytes = max(t.size * t.dtype.itemsize, t.dtype.itemsize)
-    buf = device.pool.allocate(nbytes, t.dtype)
-    ev = device.pool.upload(buf, np.full(nbytes, 0x7F, np.uint8).view(t.dtype))  # NaN-ish floats
-    return Tensor(buf, t.shape, t.dtype, ev)
-
-
 def _forced_run(device, case, arrays, form, lanes=None):
     """Run ``case`` on ``device`` with ``form`` forced (the tiled kernel with ``lanes`` items a row where given);
     the outputs, or None where the inputs do not take it."""
@@ -71,12 +64,23 @@ def _forced_run(device, case, arrays, form, lanes=None):
         if op.form(types, device.info, attrs["qk_matmul_output_mode"]) != form:
             return None
         ins = [tensor(a, device) for a in arrays]
-        outs = [_poisoned(device, t) for t in out_types]
+        outs = [poisoned(device, t) for t in out_types]
         run(A, ins, out=outs, **case.attrs)
     got = [o.numpy() for o in outs]
     for t in ins + outs:
         device.pool.free(t.buffer)
     return got
+
+
+def _check(got, want, dtype):
+    """Each output against its float64 reference, atol scaled by the reference's largest finite magnitude."""
+    tol = TOL[dtype][0]
+    for g, w in zip(got, want):
+        w = np.asarray(w)
+        assert g.shape == w.shape
+        finite = np.where(np.isfinite(w), w, 0)
+        scale = max(1.0, float(np.max(np.abs(finite)))) if w.size else 1.0
+        np.testing.assert_allclose(g.astype(np.float64), w, rtol=tol, atol=tol * scale)
 
 
 def _kernel_device(device):
@@ -94,14 +98,7 @@ def test_each_form_matches_the_float64_reference(device, rng, case, form):
     got = _forced_run(device, case, arrays, form)
     if got is None:
         pytest.skip(f"the {form} plan does not take these inputs on {device.id}")
-    want = reference64(A, arrays, case.attrs)
-    for g, w in zip(got, want):
-        w = np.asarray(w)
-        assert g.shape == w.shape
-        finite = np.where(np.isfinite(w), w, 0)
-        scale = max(1.0, float(np.max(np.abs(finite)))) if w.size else 1.0
-        tol = TOL[case.dtype]
-        np.testing.assert_allclose(g.astype(np.float64), w, rtol=tol, atol=tol * scale)
+    _check(got, reference64(A, arrays, case.attrs), case.dtype)
 
 
 #: the cases the lanes test runs: the long ones, and the op cases of many keys
@@ -127,12 +124,7 @@ def test_rows_dealt_among_lanes_match_the_float64_reference(device, rng, case, l
         got = _forced_run(device, case, arrays, "tiled", lanes)
     if got is None:
         pytest.skip("the tiled kernel does not take these inputs")
-    want = reference64(A, arrays, case.attrs)
-    for g, w in zip(got, want):
-        finite = np.where(np.isfinite(w), w, 0)
-        tol = TOL[case.dtype]
-        np.testing.assert_allclose(g.astype(np.float64), w, rtol=tol,
-                                   atol=tol * max(1.0, float(np.max(np.abs(finite)))))
+    _check(got, reference64(A, arrays, case.attrs), case.dtype)
 
 
 @pytest.mark.parametrize("case", LONG, ids=[c.id for c in LONG])

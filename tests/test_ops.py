@@ -16,7 +16,8 @@ CASES = all_cases()
 TOL = {"float32": (2e-5, 2e-5), "float16": (1e-2, 1e-2), "bfloat16": (4e-2, 4e-2), "float64": (1e-10, 1e-10)}
 
 
-def _poisoned(device, t: TensorType) -> Tensor:
+def poisoned(device, t: TensorType) -> Tensor:
+    """A device tensor of type ``t`` filled with junk (NaN-ish floats, large ints): unwritten elements show."""
     nbytes = max(t.size * t.dtype.itemsize, t.dtype.itemsize)
     buf = device.pool.allocate(nbytes, t.dtype)
     junk = np.full(nbytes, 0x7F, np.uint8).view(t.dtype)  # NaN-ish floats, large ints
@@ -40,7 +41,7 @@ def test_op_matches_reference(device, rng, case):
     if why is not None:
         pytest.skip(why)
     ins = [tensor(a, device) for a in arrays]
-    outs = [_poisoned(device, t) for t in out_types]
+    outs = [poisoned(device, t) for t in out_types]
     run(case.op, ins, out=outs, **case.attrs)
     expected = reference(case, arrays)
     assert len(expected) == len(outs)

@@ -312,7 +312,7 @@ class Attention(FloatKernelOp):
         # heads at 12 queries 1.2-1.7x slower on PoCL and lavapipe; half precision keeps it, its scores in float32)
         if fits and q.shape[2] <= FUSED_QUERIES and (not cpu or q.dtype.itemsize < 4):
             return "fused"
-        if tiles and not cpu and inputs[2].shape[2] <= TILED_KEYS_MAX:
+        if tiles and not cpu and v.shape[2] <= TILED_KEYS_MAX:
             return "tiled"
         if q.shape[0] * q.shape[1] * q.shape[2] * v.shape[2] * q.dtype.itemsize > COMPOSED_SCORES_MAX:
             return "tiled" if tiles else "fused" if fits else "composed"
