@@ -1,5 +1,6 @@
-"""float32 GEMM through devicelayer's ``matmul`` on every device, against NumPy on the host and, on CUDA
-devices, cuBLAS through CuPy in the same process."""
+"""float32 GEMM through devicelayer's ``matmul`` on every device, against NumPy on the host and, on every GPU
+device where a CUDA device is present (NVIDIA's OpenCL and Vulkan drivers included), cuBLAS through CuPy in the same
+process."""
 
 from __future__ import annotations
 
@@ -44,6 +45,10 @@ def run(devices, quick: bool = False) -> list[dict]:
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
     numpy_s = _seconds(lambda: np.matmul(a, b), lambda: None, budget, rounds)
+    # cuBLAS is every GPU device's peer where a CUDA device is present (NVIDIA's OpenCL and Vulkan drivers run on
+    # the same GPU)
+    cuda = next((d for d in devices if d.info.backend == "cuda"), None)
+    cublas: dict = {}
     rows = []
     for dev in devices:
         if not dev.info.supports("float32"):
@@ -66,11 +71,15 @@ def run(devices, quick: bool = False) -> list[dict]:
             "numpy" if dev.info.kernel_language == "python" else "tiled kernel")
         base = {"device": dev.id, "name": dev.info.name, "n": n, "path": path, "devicelayer_tflops": flops / mine / 1e12}
         peers = [("NumPy (host)", numpy_s)]
-        if dev.info.backend == "cuda":
-            try:
-                peers.append(("cuBLAS (CuPy)", _cublas_seconds(dev, a, b, budget, rounds)))
-            except Exception as exc:  # noqa: BLE001  (report, do not abort the other devices)
-                peers.append((f"cuBLAS (CuPy) failed: {type(exc).__name__}", float("nan")))
+        if cuda is not None and dev.info.device_type == "gpu":
+            if "s" not in cublas:
+                try:
+                    cublas["s"] = _cublas_seconds(cuda, a, b, budget, rounds)
+                except Exception as exc:  # noqa: BLE001  (report, do not abort the other devices)
+                    cublas["failed"] = type(exc).__name__
+                    cublas["s"] = float("nan")
+            label = "cuBLAS (CuPy)" if dev is cuda else f"cuBLAS (CuPy, {cuda.id})"
+            peers.append((label + (f" failed: {cublas['failed']}" if "failed" in cublas else ""), cublas["s"]))
         for peer, theirs in peers:
             rows.append({**base, "peer": peer, "peer_tflops": flops / theirs / 1e12, "ratio": theirs / mine,
                          "max_rel_err": err})

@@ -10,6 +10,7 @@ A body is C that all three languages share (declarations, ``for``, ``if``,
 | ``FOR_EACH(i, n)`` | grid-stride loop: ``i`` runs over ``0..n-1`` spread across every work item launched |
 | ``UNROLL`` | before a loop of constant trip count: unroll it fully (a hint: ``#pragma unroll``, GLSL's ``[[unroll]]``), so that an array it indexes stays in registers |
 | ``CAST(type, v)`` | conversion |
+| ``VEC4``, ``LDS4(arr, i)`` | a vector of 4 floats (components ``.x``, ``.y``, ``.z``, ``.w``); 4 floats of a shared ``float`` array read as one, ``i`` a multiple of 4 (shared arrays are 16-byte aligned) |
 | ``T``, ``ACC`` | the kernel's element type and its compute type (``float`` for half) |
 | ``TO_ACC(v)``, ``FROM_ACC(v)`` | element type to compute type and back |
 | ``char``, ``uchar``, ``i16``, ``u16``, ``i64``, ``u64``, ``f16``, ``f64``, ``bf16`` | sized types (``int``, ``uint``, ``float`` as usual); a bool tensor is a ``uchar`` buffer of 0 and 1; ``bf16`` (bfloat16, computed in ``float`` as half is) where the language has it (``render.BFLOAT16_LANGUAGES``) |

@@ -63,6 +63,8 @@ __device__ __forceinline__ int dl_dim(const dim3 v, int d) { return d == 0 ? (in
 #define FOR_EACH(i, n) for (int i = GID(0); i < (n); i += NGROUPS(0) * LSIZE(0))
 #define UNROLL _Pragma("unroll")
 #define CAST(t, v) ((t)(v))
+#define VEC4 float4
+#define LDS4(arr, i) (*(const float4*)(&(arr)[i]))
 #define DL_INF __int_as_float(0x7f800000)
 #define DL_NAN __int_as_float(0x7fc00000)
 __device__ __forceinline__ float dl_max(float a, float b) { return (a > b || a != a) ? a : b; }
@@ -109,7 +111,7 @@ def render_cuda(spec: KernelSpec) -> str:
         head.append("#define TO_ACC(v) ((ACC)(v))\n#define FROM_ACC(v) ((T)(v))\n")
     head.append(_defines(spec))
     params = _c_params(spec, "", "__restrict__")
-    shared = "".join(f"    __shared__ {spec.resolve(t)} {n}[{c}];\n" for t, n, c in spec.shared)
+    shared = "".join(f"    __shared__ __align__(16) {spec.resolve(t)} {n}[{c}];\n" for t, n, c in spec.shared)
     return ("".join(head) + f'extern "C" __global__ void {spec.name}({", ".join(params)}) {{\n'
             + shared + spec.body + "\n}\n")
 
@@ -129,6 +131,8 @@ typedef ushort u16;
 #define FOR_EACH(i, n) for (int i = GID(0); i < (n); i += NGROUPS(0) * LSIZE(0))
 #define UNROLL _Pragma("unroll")
 #define CAST(t, v) ((t)(v))
+#define VEC4 float4
+#define LDS4(arr, i) (*(const __local float4*)(&(arr)[i]))
 #define DL_INF INFINITY
 #define DL_NAN NAN
 #define dl_max(a, b) (((a) > (b) || (a) != (a)) ? (a) : (b))
@@ -160,7 +164,8 @@ def render_opencl(spec: KernelSpec) -> str:
     head.append("#define TO_ACC(v) ((ACC)(v))\n#define FROM_ACC(v) ((T)(v))\n")
     head.append(_defines(spec))
     params = _c_params(spec, "__global ", "restrict")
-    shared = "".join(f"    __local {spec.resolve(t)} {n}[{c}];\n" for t, n, c in spec.shared)
+    shared = "".join(f"    __local {spec.resolve(t)} {n}[{c}] __attribute__((aligned(16)));\n"
+                     for t, n, c in spec.shared)
     return "".join(head) + f"__kernel void {spec.name}({', '.join(params)}) {{\n" + shared + spec.body + "\n}\n"
 
 
@@ -179,6 +184,8 @@ _GLSL_PRELUDE = r"""
 #define FOR_EACH(i, n) for (int i = GID(0); i < (n); i += NGROUPS(0) * LSIZE(0))
 #define UNROLL [[unroll]]
 #define CAST(t, v) t(v)
+#define VEC4 vec4
+#define LDS4(arr, i) vec4((arr)[i], (arr)[(i) + 1], (arr)[(i) + 2], (arr)[(i) + 3])
 #define DL_INF uintBitsToFloat(0x7F800000u)
 #define DL_NAN uintBitsToFloat(0x7FC00000u)
 float dl_max(float a, float b) { return (a > b || isnan(a)) ? a : b; }
