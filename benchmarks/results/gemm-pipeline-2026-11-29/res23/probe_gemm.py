@@ -1,0 +1,177 @@
+"""The tiled GEMM's pipelines (matmul.Pipeline) forced one by one on each device: values against NumPy (float64)
+over aligned, ragged, transposed and batched products, then ms per 4096^3 (or --n) call, back-to-back calls then
+one wait, against cuBLAS through CuPy where a CUDA device is present.
+
+    python probe_gemm.py DEVICE [DEVICE ...] [--n N] [--check-only] [--micro E]"""
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import devicelayer as dl
+from devicelayer.kernels import tiles
+from devicelayer.kernels.ops import matmul as mm
+from devicelayer.kernels.op import TensorType, get
+from devicelayer.kernels.runner import execute, plan_for, programs
+from devicelayer.ops import names  # noqa: F401
+
+P = mm.Pipeline
+# name -> (pipeline, micro-tile runs forced or None)
+VARIANTS = {
+    "plain": (P(), None),
+    "fma": (P(fma=1), None),
+    "k8": (P(bk=8), None),
+    "k8-fma": (P(bk=8, fma=1), None),
+    "al-k8-fma": (P(bk=8, aligned=1, fma=1), None),
+    "al-k8-pf-s2-fma": (P(bk=8, aligned=1, prefetch=1, stages=2, fma=1), None),
+    "al-k8-pf-s2-sw8-fma": (P(bk=8, aligned=1, prefetch=1, stages=2, swizzle=8, fma=1), None),
+    "R-vec-k8-fma": (P(bk=8, vec=1, fma=1), True),
+    "R-vec-al-k8-fma": (P(bk=8, vec=1, aligned=1, fma=1), True),
+    "R-vec-al-k8-pf-s2-fma": (P(bk=8, vec=1, aligned=1, prefetch=1, stages=2, fma=1), True),
+    "R-vec-al-k8-pf-s2-sw8-fma": (P(bk=8, vec=1, aligned=1, prefetch=1, stages=2, swizzle=8, fma=1), True),
+    "R-vec-al-k8-pf-s2-sw8": (P(bk=8, vec=1, aligned=1, prefetch=1, stages=2, swizzle=8), True),
+    "R-vec-al-pf-s2-sw8-fma": (P(vec=1, aligned=1, prefetch=1, stages=2, swizzle=8, fma=1), True),
+    "R-vec-al-k4-pf-s2-sw8-fma": (P(bk=4, vec=1, aligned=1, prefetch=1, stages=2, swizzle=8, fma=1), True),
+    "R-al-k8-pf-s2-sw8-fma": (P(bk=8, aligned=1, prefetch=1, stages=2, swizzle=8, fma=1), True),
+    "S-al-k8-pf-s2-sw8-fma": (P(bk=8, aligned=1, prefetch=1, stages=2, swizzle=8, fma=1), False),
+}
+_real_runs = mm.tile_runs
+
+
+def runs(info):
+    forced = _forced.get("runs")
+    return _real_runs(info) if forced is None else forced
+
+
+mm.tile_runs = runs
+_forced = {}
+
+
+def pipeline(info, elem, micro, runs, M, N, K):
+    p = _forced.get("p", P())
+    if p.vec and not (runs and micro >= 4):
+        p = p._replace(vec=0)
+    if p.aligned and (M % (16 * micro) or N % (16 * micro) or K % p.bk):
+        p = p._replace(aligned=0)
+    return p
+
+
+mm.gemm_pipeline = pipeline
+CHECKS = [((128, 256), (256, 128)), ((129, 70), (70, 131)), ((3, 64, 48), (3, 48, 80)), ((256, 512), (512, 256)),
+          ((2, 1, 200, 33), (1, 4, 33, 17))]
+
+
+def check(dev, rng):
+    worst = 0.0
+    for sa, sb in CHECKS:
+        for ta_ in (False, True):
+            a = rng.standard_normal(sa).astype(np.float32)
+            b = rng.standard_normal(sb).astype(np.float32)
+            A = dl.tensor(np.ascontiguousarray(np.swapaxes(a, -1, -2)), dev) if ta_ else dl.tensor(a, dev)
+            if ta_:
+                got = dl.run_op("matmul", [dl.run_op("transpose", [A], perm=list(range(a.ndim - 2)) + [a.ndim - 1, a.ndim - 2])[0], dl.tensor(b, dev)])[0].numpy() if hasattr(dl, "run_op") else None
+            from devicelayer.kernels.runner import run as run_op
+            out = run_op("matmul", [dl.tensor(a, dev), dl.tensor(b, dev)])[0].numpy()
+            ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
+            worst = max(worst, float(np.max(np.abs(out - ref)) / max(1.0, np.max(np.abs(ref)))))
+    return worst
+
+
+def per_call(call, rounds=5, budget=0.3):
+    call().wait()
+    t0 = time.perf_counter()
+    call().wait()
+    once = max(time.perf_counter() - t0, 1e-6)
+    reps = max(1, min(50, int(budget / once)))
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(reps - 1):
+            call()
+        call().wait()
+        times.append((time.perf_counter() - t0) / reps)
+    return statistics.median(times)
+
+
+def timed(dev, n, micro):
+    op = get("matmul")
+    f32 = np.dtype(np.float32)
+    ins = [TensorType((n, n), f32), TensorType((n, n), f32)]
+    attrs, outs = op.prepare(ins, {})
+    with tiles.forcing(micro):
+        plan = plan_for(op, dev, ins, outs, attrs)
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    b = rng.standard_normal((n, n)).astype(np.float32)
+    bufs = []
+    for x in (a, b):
+        buf = dev.pool.allocate(x.nbytes, f32)
+        dev.pool.upload(buf, x).wait()
+        bufs.append(buf)
+    out = dev.pool.allocate(n * n * 4, f32)
+    compiled = programs(op, dev, plan, ins, outs, attrs)
+    ms = per_call(lambda: execute(op, dev, plan, ins, outs, attrs, bufs, [out], [], [], compiled)) * 1e3
+    y = np.empty((n, n), np.float32)
+    dev.pool.download(out, y).wait() if hasattr(dev.pool, "download") else None
+    for x in (*bufs, out):
+        dev.pool.free(x)
+    return ms, plan.steps[0].spec.name
+
+
+def cublas_ms(n):
+    import cupy
+
+    class Done:
+        def __init__(self, s):
+            self.s = s
+
+        def wait(self):
+            self.s.synchronize()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        a = cupy.random.standard_normal((n, n), dtype=np.float32)
+        b = cupy.random.standard_normal((n, n), dtype=np.float32)
+        c = cupy.empty((n, n), np.float32)
+
+        def call():
+            cupy.matmul(a, b, out=c)
+            return Done(stream)
+        return per_call(call) * 1e3
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("devices", nargs="+")
+    ap.add_argument("--n", type=int, action="append")
+    ap.add_argument("--micro", type=int, action="append")
+    ap.add_argument("--variant", action="append")
+    ap.add_argument("--check-only", action="store_true")
+    args = ap.parse_args()
+    peer = {}
+    if any(d.startswith("cuda") for d in dl.devices() for d in [d.id]):
+        for n in args.n or [4096]:
+            peer[n] = cublas_ms(n)
+            print(f"cuBLAS {n}^3: {peer[n]:.3f} ms", flush=True)
+    for dev_id in args.devices:
+        dev = dl.device(dev_id)
+        for name in args.variant or VARIANTS:
+            _forced["p"], _forced["runs"] = VARIANTS[name]
+            for micro in args.micro or [8]:
+                try:
+                    with tiles.forcing(micro):
+                        err = check(dev, np.random.default_rng(0))
+                    line = f"{dev_id} {name:22s} micro {micro}: check {err:.1e}"
+                    if not args.check_only:
+                        for n in args.n or [4096]:
+                            ms, kname = timed(dev, n, micro)
+                            line += f"; {n}^3 {ms:.3f} ms [{kname}]"
+                            if n in peer:
+                                line += f" ({peer[n] / ms:.3f}x cuBLAS)"
+                    print(line, flush=True)
+                except Exception as exc:  # noqa: BLE001
+                    print(f"{dev_id} {name} micro {micro}: {type(exc).__name__}: {str(exc)[:400]}", flush=True)
+
+
+main()
