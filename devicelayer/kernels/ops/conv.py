@@ -170,7 +170,7 @@ class _ConvBase(Op):
         tiled = tiled_fits(info) and Mg >= 16 and NB * P >= 16
         micro = _mm.micro_tile(info, Mg, NB * P, G, Cg * math.prod(w[2:]), elem) if tiled else 4
         pipe = conv_pipeline(info, elem, micro) if tiled else _mm.Pipeline()
-        tile = tiled_defines(micro, _mm.tile_runs(info) or bool(pipe.vec), pipe.bk) + (
+        tile = tiled_defines(micro, pipe.takes_runs(info), pipe.bk) + (
             ("VEC", pipe.vec), ("STAGES", pipe.stages))
         defines = ((tile if tiled else ()) + window
                    + (("TRANSPOSED", int(self.transposed)), ("HAS_BIAS", int(has_bias)), ("INTEGER", 0)))
@@ -233,11 +233,12 @@ GLSL_GPU_PIPELINE = _mm.Pipeline(bk=8, stages=2)
 
 def conv_pipeline(info: DeviceInfo, elem: str, micro: int) -> _mm.Pipeline:
     """How the tiled convolution kernel walks K (``conv_tiled.dlk`` always loads a slice ahead): its K slice,
-    shared stages and vector reads (micro-tiles of 4 or more) of the pipeline forced on this thread
+    shared stages, runs and vector reads (micro-tiles of 4 or more) of the pipeline forced on this thread
     (``matmul.forcing_pipeline``), else ``GLSL_GPU_PIPELINE`` on GPUs compiling GLSL, else the plain one."""
     forced = _mm.forced_pipeline()
     if forced is not None:
-        return _mm.Pipeline(bk=forced.bk, stages=forced.stages, vec=forced.vec if micro >= 4 and elem != "f64" else 0)
+        return _mm.Pipeline(bk=forced.bk, stages=forced.stages, vec=forced.vec if micro >= 4 and elem != "f64" else 0,
+                            runs=forced.runs)
     if info.device_type == "gpu" and info.kernel_language == "glsl" and elem != "f64":
         return GLSL_GPU_PIPELINE
     return _mm.Pipeline()

@@ -99,8 +99,8 @@ def tiled_shared(elem: str, micro: int, bk: int = BK, stages: int = 1) -> tuple[
 
 class Pipeline(NamedTuple):
     """How the tiled GEMM kernel (``gemm_tiled.dlk``) walks K and its tiles: the K slice, shared stages, loads
-    issued a slice ahead, shared reads as vectors, unchecked loads where the product allows them and bands of tile
-    rows (its optional defines)."""
+    issued a slice ahead, shared reads as vectors, unchecked loads where the product allows them, bands of tile
+    rows (its optional defines), and the micro-tile as runs of 4 (``RUNS``, which ``vec`` implies)."""
 
     bk: int = BK
     stages: int = 1
@@ -108,6 +108,7 @@ class Pipeline(NamedTuple):
     vec: int = 0
     aligned: int = 0
     swizzle: int = 0
+    runs: int = 0
 
     @property
     def defines(self) -> tuple[tuple[str, int], ...]:
@@ -123,11 +124,19 @@ class Pipeline(NamedTuple):
         return (f"_k{self.bk}s{self.stages}{'p' if self.prefetch else ''}{'v' if self.vec else ''}"
                 f"{'a' if self.aligned else ''}{f'w{self.swizzle}' if self.swizzle else ''}")
 
+    def takes_runs(self, info: DeviceInfo) -> bool:
+        """Whether the micro-tile is laid out as runs of 4 (``tile_runs``): where the device's rule says so, and
+        wherever the pipeline asks for runs or reads them as vectors."""
+        return tile_runs(info) or bool(self.runs or self.vec)
 
-#: the GPU pipeline of 128 x 128 tiles: K in slices of 8 through two shared stages, loads a slice ahead, runs read
-#: as vectors, loads unchecked where the product allows, bands of 8 tile rows (H200, 4096^3, against the kernels
-#: before it: NVIDIA's OpenCL 5.00 -> 3.82 ms, Vulkan 3.92 -> 3.91 ms)
-GPU_PIPELINE = Pipeline(bk=8, stages=2, prefetch=1, vec=1, aligned=1, swizzle=8)
+
+#: the GPU pipeline of 128 x 128 tiles: K in slices of 8 through two shared stages, loads a slice ahead, micro-tiles
+#: as runs read as vectors, loads unchecked where the product allows, bands of 8 tile rows (H200, 4096^3, against
+#: the kernels before it: Vulkan 3.92 -> 3.34 ms)
+GPU_PIPELINE = Pipeline(bk=8, stages=2, prefetch=1, vec=1, aligned=1, swizzle=8, runs=1)
+#: the same for GPUs compiling OpenCL C or CUDA C, whose compilers read the runs as vectors themselves (NVIDIA's
+#: OpenCL: 3.79 ms, against 3.93 with LDS4's vectors and 5.00 before)
+C_GPU_PIPELINE = GPU_PIPELINE._replace(vec=0)
 #: element types the GPU pipeline is for (staged as float)
 _PIPELINED = ("float", "f16", "bf16")
 _pipeline_state = threading.local()
@@ -155,14 +164,15 @@ def forced_pipeline() -> Pipeline | None:
 
 def gemm_pipeline(info: DeviceInfo, elem: str, micro: int, M: int, N: int, K: int) -> Pipeline:
     """The tiled GEMM's pipeline for a float product of M x N x K on a device with a micro-tile edge: the one forced
-    on this thread, else ``GPU_PIPELINE`` on GPUs for 128 x 128 tiles of float and half types, else the plain one;
+    on this thread, else ``GPU_PIPELINE`` (GLSL) or ``C_GPU_PIPELINE`` on GPUs for 128 x 128 tiles of float and
+    half types, else the plain one;
     vector reads only for micro-tiles of 4 or more staged as float, unchecked loads only where the tiles and slices
     divide the product."""
     p = forced_pipeline()
     if p is None:
         if info.device_type != "gpu" or micro != 8 or elem not in _PIPELINED:
             return Pipeline()
-        p = GPU_PIPELINE
+        p = GPU_PIPELINE if info.kernel_language == "glsl" else C_GPU_PIPELINE
     divides = M % (16 * micro) == 0 and N % (16 * micro) == 0 and K % p.bk == 0
     return p._replace(vec=p.vec if micro >= 4 and elem != "f64" else 0, aligned=int(bool(p.aligned) and divides))
 
@@ -345,7 +355,7 @@ def gemm_steps(info: DeviceInfo, elem: str, M: int, N: int, K: int, s_am: int, s
     nbatch = math.prod(d[0] for d in dims[-2:])
     micro = micro_tile(info, M, N, nbatch, K, elem, elem in _PIPELINED) if tiled else 4
     pipeline = gemm_pipeline(info, elem, micro, M, N, K) if tiled else Pipeline()
-    runs = tiled and (tile_runs(info) or bool(pipeline.vec))
+    runs = tiled and pipeline.takes_runs(info)
     spec = gemm_spec(elem, tiled, a_mfast, b_nfast, bias is not None, micro, epilogue, runs, pipeline)
     return _batched_launches(info, spec, buffers, tail, M, N, K, strides, dims, tiled, micro)
 
