@@ -104,13 +104,16 @@ def test_static_choices(device):
     _kernel_device(device)
     if device.vendor_op("matmul") is not None:
         pytest.skip(f"{device.id}'s vendor library takes plain products")
-    big = _tiled_defines(device, "matmul", [(2048, 2048), (2048, 2048)], {})
-    if device.info.device_type != "gpu":
-        assert big is None or (big["STAGES"], big["VEC"], big["PREFETCH"]) == (1, 0, 0)
+    if device.info.device_type != "gpu":  # (CPU devices run the register-blocked kernels unless tiles are forced)
+        with tiles.forcing(8):
+            big = _tiled_defines(device, "matmul", [(2048, 2048), (2048, 2048)], {})
+        assert (big["TM"], big["STAGES"], big["VEC"], big["PREFETCH"], big["UNROLL_TILES"]) == (8, 1, 0, 0, 0)
         return
+    big = _tiled_defines(device, "matmul", [(2048, 2048), (2048, 2048)], {})
     assert big["TM"] == 8 and big["RUNS"] == 1
     vec = int(device.info.kernel_language == "glsl")  # (C compilers read the runs as vectors themselves)
-    assert (big["BK"], big["STAGES"], big["PREFETCH"], big["VEC"], big["ALIGNED"], big["SWIZZLE"]) == (8, 2, 1, vec, 1, 8)
+    assert (big["BK"], big["STAGES"], big["PREFETCH"], big["ALIGNED"], big["SWIZZLE"]) == (8, 2, 1, 1, 8)
+    assert big["VEC"] == vec and big["UNROLL_TILES"] == 1
     ragged = _tiled_defines(device, "matmul", [(2047, 2048), (2048, 2049)], {})
     assert ragged["TM"] == 8 and ragged["ALIGNED"] == 0
     small = _tiled_defines(device, "matmul", [(96, 80), (80, 72)], {})

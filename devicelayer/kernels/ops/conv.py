@@ -170,7 +170,7 @@ class _ConvBase(Op):
         tiled = tiled_fits(info) and Mg >= 16 and NB * P >= 16
         micro = _mm.micro_tile(info, Mg, NB * P, G, Cg * math.prod(w[2:]), elem) if tiled else 4
         pipe = conv_pipeline(info, elem, micro) if tiled else _mm.Pipeline()
-        tile = tiled_defines(micro, pipe.takes_runs(info), pipe.bk) + (
+        tile = tiled_defines(micro, pipe.takes_runs(info), pipe.bk, _mm.unrolls_tiles(info)) + (
             ("VEC", pipe.vec), ("STAGES", pipe.stages))
         defines = ((tile if tiled else ()) + window
                    + (("TRANSPOSED", int(self.transposed)), ("HAS_BIAS", int(has_bias)), ("INTEGER", 0)))
@@ -663,7 +663,8 @@ class ConvInteger(Conv):
         wzs = zero_point_stride(self, inputs[3], inputs[1].shape[0], "w_zero_point")
         tiled = tiled_fits(info) and Mg >= 16 and NB * P >= 16
         micro = _mm.micro_tile(info, Mg, NB * P, G, sizes[1] * math.prod(inputs[1].shape[2:]), "int") if tiled else 4
-        defines = (tiled_defines(micro, _mm.tile_runs(info)) if tiled else ()) + window + (
+        tile = tiled_defines(micro, _mm.tile_runs(info), _mm.BK, _mm.unrolls_tiles(info)) if tiled else ()
+        defines = tile + window + (
             ("TRANSPOSED", 0), ("HAS_BIAS", int(has_bias)), ("INTEGER", 1), ("WZS", wzs))
         spec = _conv_spec(self.name, f"tiled{micro}" if tiled else "direct",
                           (dialect_type(inputs[0].dtype), dialect_type(inputs[1].dtype)), has_bias, defines)

@@ -58,9 +58,10 @@ def micro_tile(info: DeviceInfo, rows: int, cols: int, batch: int, depth: int, e
     """Micro-tile edge of the tiled kernels for a (rows x depth) @ (depth x cols) product repeated batch
     times.  The edge forced while a plan is measured (``tiles.forcing``) where shared memory takes it; else the
     static rule: 8 (128 x 128 tiles) on CPU devices for products deep and large enough, where shared memory
-    takes them, and on GPUs for a GEMM with ``GPU_PIPELINE`` (``pipelined``) giving every compute unit a tile or
-    more (H200, 2048^3: 256 tiles over 132 units, 0.50 ms against 0.62 at 64 x 64 on NVIDIA's OpenCL); 2 (32 x 32) where 64 x 64 tiles would leave a GPU's compute units idle (fewer than two tiles
-    each); else 4 (64 x 64).  The product's work is noted for the tuner (``tiles.noting``)."""
+    takes them, and on GPUs for a GEMM with a GPU pipeline (``pipelined``) giving every compute unit a tile or
+    more (H200, 2048^3: 256 tiles over 132 units, 0.49 ms against 0.62 at 64 x 64 on NVIDIA's OpenCL); 2 (32 x 32)
+    where 64 x 64 tiles would leave a GPU's compute units idle (fewer than two tiles each); else 4 (64 x 64).  The
+    product's work is noted for the tuner (``tiles.noting``)."""
     _tiles.note(rows * cols * batch * max(depth, 1))
     chosen = _tiles.forced()
     if chosen in _tiles.MICRO_EDGES and info.local_memory >= tiled_shared_bytes(elem, chosen):
@@ -85,9 +86,19 @@ def tile_runs(info: DeviceInfo) -> bool:
     return info.device_type == "cpu" or info.kernel_language == "glsl"
 
 
-def tiled_defines(micro: int, runs: bool = False, bk: int = BK) -> tuple[tuple[str, int], ...]:
-    """Tile-shape defines of the tiled kernels for a micro-tile edge, layout (``tile_runs``) and K slice."""
-    return (("TM", micro), ("TN", micro), ("BM", 16 * micro), ("BN", 16 * micro), ("BK", bk), ("RUNS", int(runs)))
+def tiled_defines(micro: int, runs: bool = False, bk: int = BK, unroll: bool = False) -> tuple[tuple[str, int], ...]:
+    """Tile-shape defines of the tiled kernels for a micro-tile edge, layout (``tile_runs``) and K slice, and
+    whether their fixed loops carry the UNROLL hint (``unrolls_tiles``)."""
+    return (("TM", micro), ("TN", micro), ("BM", 16 * micro), ("BN", 16 * micro), ("BK", bk), ("RUNS", int(runs)),
+            ("UNROLL_TILES", int(unroll)))
+
+
+def unrolls_tiles(info: DeviceInfo) -> bool:
+    """Whether the tiled kernels' fixed loops carry the UNROLL hint on a device: on GPUs, where the kernels were
+    measured with it (NVIDIA's OpenCL, ResNet-50's 1x1 convolutions at batch 16 0.39 -> 0.22 ms); not on CPU
+    devices, whose compilers took longer over the unrolled loops (the node suite's products and convolutions on
+    PoCL and lavapipe 35 -> 32 s) for kernels they run only for integer types or when forced."""
+    return info.device_type == "gpu"
 
 
 def tiled_shared(elem: str, micro: int, bk: int = BK, stages: int = 1) -> tuple[tuple[str, str, int], ...]:
@@ -245,10 +256,10 @@ def with_epilogue(name: str, epilogue: Epilogue | None) -> tuple[str, tuple[tupl
 @functools.lru_cache(maxsize=256)
 def gemm_spec(elem: str, tiled: bool, a_mfast: bool = False, b_nfast: bool = True,
               has_bias: bool = False, micro: int = 4, epilogue: Epilogue | None = None,
-              runs: bool = False, pipeline: Pipeline = Pipeline()) -> KernelSpec:
+              runs: bool = False, pipeline: Pipeline = Pipeline(), unroll: bool = False) -> KernelSpec:
     """The GEMM kernel for element type ``elem`` (tiled or direct; layout, bias, micro-tile (edge and ``runs``,
-    ``tile_runs``), pipeline (tiled) and epilogue variants: an epilogue's buffers come before y, its scalars
-    last)."""
+    ``tile_runs``), pipeline and UNROLL hints (tiled) and epilogue variants: an epilogue's buffers come before y,
+    its scalars last)."""
     params = _float_params(has_bias, epilogue)
     tail = f"{'_bias' if has_bias else ''}{f'_ep{epilogue.digest}' if epilogue else ''}"
     if tiled:
@@ -257,7 +268,7 @@ def gemm_spec(elem: str, tiled: bool, a_mfast: bool = False, b_nfast: bool = Tru
                 f"{pipeline.tag}{tail}")
         return KernelSpec(name, params, body, elem=elem, shared=tiled_shared(elem, micro, pipeline.bk, pipeline.stages),
                           local_size=(GROUP_SIZE,),
-                          defines=tiled_defines(micro, runs, pipeline.bk) + pipeline.defines
+                          defines=tiled_defines(micro, runs, pipeline.bk, unroll) + pipeline.defines
                           + (("A_MFAST", int(a_mfast)), ("B_NFAST", int(b_nfast)), ("HAS_BIAS", int(has_bias)),
                              ("INTEGER", 0)) + extra)
     body, extra = with_epilogue("gemm_small.dlk", epilogue)
@@ -280,8 +291,9 @@ def register_gemm_spec(elem: str, block: tuple[int, int], b_unit: bool, has_bias
 
 @functools.lru_cache(maxsize=64)
 def integer_gemm_spec(a_type: str, b_type: str, tiled: bool = False, a_mfast: bool = False, b_nfast: bool = True,
-                      micro: int = 4, runs: bool = False) -> KernelSpec:
-    """The GEMM kernel (tiled or direct) with exact int32 accumulation of zero-point-shifted integer operands."""
+                      micro: int = 4, runs: bool = False, unroll: bool = False) -> KernelSpec:
+    """The GEMM kernel (tiled or direct) with exact int32 accumulation of zero-point-shifted integer operands
+    (``unroll``: the tiled kernel's UNROLL hints, ``unrolls_tiles``)."""
     params = [Param("a", a_type), Param("b", b_type), Param("za", a_type), Param("zb", b_type),
               Param("y", "int", "out")]
     params += [Param(n, "int", "scalar") for n in _SCALARS + ("s_za", "s_zb")]
@@ -289,8 +301,8 @@ def integer_gemm_spec(a_type: str, b_type: str, tiled: bool = False, a_mfast: bo
         return KernelSpec(f"gemm_tiled{micro}{'r' if runs else ''}_integer_{a_type}_{b_type}_{'m' if a_mfast else 'k'}"
                           f"{'n' if b_nfast else 'k'}", tuple(params), kernel_source("gemm_tiled.dlk"), elem="int",
                           shared=integer_shared(micro), local_size=(GROUP_SIZE,),
-                          defines=tiled_defines(micro, runs) + (("A_MFAST", int(a_mfast)), ("B_NFAST", int(b_nfast)),
-                                                          ("HAS_BIAS", 0), ("INTEGER", 1)))
+                          defines=tiled_defines(micro, runs, BK, unroll)
+                          + (("A_MFAST", int(a_mfast)), ("B_NFAST", int(b_nfast)), ("HAS_BIAS", 0), ("INTEGER", 1)))
     return KernelSpec(f"gemm_small_integer_{a_type}_{b_type}", tuple(params), kernel_source("gemm_small.dlk"),
                       elem="int", defines=(("HAS_BIAS", 0), ("INTEGER", 1)))
 
@@ -356,7 +368,8 @@ def gemm_steps(info: DeviceInfo, elem: str, M: int, N: int, K: int, s_am: int, s
     micro = micro_tile(info, M, N, nbatch, K, elem, elem in _PIPELINED) if tiled else 4
     pipeline = gemm_pipeline(info, elem, micro, M, N, K) if tiled else Pipeline()
     runs = tiled and pipeline.takes_runs(info)
-    spec = gemm_spec(elem, tiled, a_mfast, b_nfast, bias is not None, micro, epilogue, runs, pipeline)
+    spec = gemm_spec(elem, tiled, a_mfast, b_nfast, bias is not None, micro, epilogue, runs, pipeline,
+                     tiled and unrolls_tiles(info))
     return _batched_launches(info, spec, buffers, tail, M, N, K, strides, dims, tiled, micro)
 
 
@@ -401,7 +414,7 @@ def integer_gemm_steps(info: DeviceInfo, a_type: str, b_type: str, M: int, N: in
     tiled = tiled_fits(info) and min(M, N) >= 16 and M * N * max(K, 1) * math.prod(d[0] for d in dims) >= 1 << 16
     micro = micro_tile(info, M, N, nbatch, K, "int") if tiled else 4
     spec = integer_gemm_spec(a_type, b_type, tiled, s_am == 1 and s_ak != 1, s_bn == 1 or s_bk != 1, micro,
-                             tiled and tile_runs(info))
+                             tiled and tile_runs(info), tiled and unrolls_tiles(info))
     return _batched_launches(info, spec, [("in", 0), ("in", 1), ("in", 2), ("in", 3), ("out", 0)], (s_za, s_zb),
                              M, N, K, (s_am, s_ak, s_bk, s_bn), dims, tiled, micro)
 
