@@ -97,7 +97,7 @@ def unrolls_tiles(info: DeviceInfo) -> bool:
     """Whether the tiled kernels' fixed loops carry the UNROLL hint on a device: on GPUs, where the kernels were
     measured with it (NVIDIA's OpenCL, ResNet-50's 1x1 convolutions at batch 16 0.39 -> 0.22 ms); not on CPU
     devices, whose compilers took longer over the unrolled loops (the node suite's products and convolutions on
-    PoCL and lavapipe 35 -> 32 s) for kernels they run only for integer types or when forced."""
+    PoCL and lavapipe 35 -> 30 s) for kernels they run only for integer types or when forced."""
     return info.device_type == "gpu"
 
 
@@ -156,8 +156,9 @@ _pipeline_state = threading.local()
 @contextlib.contextmanager
 def forcing_pipeline(pipeline: Pipeline) -> Iterator[None]:
     """Every float product and tiled convolution planned on this thread inside the block takes ``pipeline`` (a
-    convolution its K slice, stages and vector reads; vector reads where the micro-tile edge is 4 or more, unchecked
-    loads where the product's shape allows): what tests and benchmarks use to run each form on every device."""
+    convolution its K slice, stages, runs and vector reads; vector reads where the micro-tile edge is 4 or more,
+    unchecked loads where the product's shape allows): what tests and benchmarks use to run each form on every
+    device."""
     if pipeline.bk not in (8, 16) or pipeline.stages not in (1, 2) or pipeline.swizzle < 0:
         raise ValueError(f"pipeline {pipeline!r}: K slices of 8 or 16, 1 or 2 stages, a swizzle of 0 or more")
     before = getattr(_pipeline_state, "forced", None)
@@ -176,9 +177,8 @@ def forced_pipeline() -> Pipeline | None:
 def gemm_pipeline(info: DeviceInfo, elem: str, micro: int, M: int, N: int, K: int) -> Pipeline:
     """The tiled GEMM's pipeline for a float product of M x N x K on a device with a micro-tile edge: the one forced
     on this thread, else ``GPU_PIPELINE`` (GLSL) or ``C_GPU_PIPELINE`` on GPUs for 128 x 128 tiles of float and
-    half types, else the plain one;
-    vector reads only for micro-tiles of 4 or more staged as float, unchecked loads only where the tiles and slices
-    divide the product."""
+    half types, else the plain one; vector reads only for micro-tiles of 4 or more staged as float, unchecked loads
+    only where the tiles and slices divide the product."""
     p = forced_pipeline()
     if p is None:
         if info.device_type != "gpu" or micro != 8 or elem not in _PIPELINED:
