@@ -36,6 +36,14 @@ def _cublas_seconds(dev, a: np.ndarray, b: np.ndarray, budget: float, rounds: in
             return _seconds(call, stream.synchronize, budget, rounds)
 
 
+def _cublas_peer(cuda, a: np.ndarray, b: np.ndarray, budget: float, rounds: int) -> tuple[str, float]:
+    """(a label's suffix, seconds) of cuBLAS's product on ``cuda``: ("", its time), or a failure's name and NaN."""
+    try:
+        return "", _cublas_seconds(cuda, a, b, budget, rounds)
+    except Exception as exc:  # noqa: BLE001  (report, do not abort the other devices)
+        return f" failed: {type(exc).__name__}", float("nan")
+
+
 def run(devices, quick: bool = False) -> list[dict]:
     n = 1024 if quick else 4096
     flops = 2.0 * n ** 3
@@ -48,7 +56,7 @@ def run(devices, quick: bool = False) -> list[dict]:
     # cuBLAS is every GPU device's peer where a CUDA device is present (NVIDIA's OpenCL and Vulkan drivers run on
     # the same GPU)
     cuda = next((d for d in devices if d.info.backend == "cuda"), None)
-    cublas: dict = {}
+    cublas = _cublas_peer(cuda, a, b, budget, rounds) if cuda is not None else None
     rows = []
     for dev in devices:
         if not dev.info.supports("float32"):
@@ -71,15 +79,9 @@ def run(devices, quick: bool = False) -> list[dict]:
             "numpy" if dev.info.kernel_language == "python" else "tiled kernel")
         base = {"device": dev.id, "name": dev.info.name, "n": n, "path": path, "devicelayer_tflops": flops / mine / 1e12}
         peers = [("NumPy (host)", numpy_s)]
-        if cuda is not None and dev.info.device_type == "gpu":
-            if "s" not in cublas:
-                try:
-                    cublas["s"] = _cublas_seconds(cuda, a, b, budget, rounds)
-                except Exception as exc:  # noqa: BLE001  (report, do not abort the other devices)
-                    cublas["failed"] = type(exc).__name__
-                    cublas["s"] = float("nan")
+        if cublas is not None and dev.info.device_type == "gpu":
             label = "cuBLAS (CuPy)" if dev is cuda else f"cuBLAS (CuPy, {cuda.id})"
-            peers.append((label + (f" failed: {cublas['failed']}" if "failed" in cublas else ""), cublas["s"]))
+            peers.append((label + cublas[0], cublas[1]))
         for peer, theirs in peers:
             rows.append({**base, "peer": peer, "peer_tflops": flops / theirs / 1e12, "ratio": theirs / mine,
                          "max_rel_err": err})

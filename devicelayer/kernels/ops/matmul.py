@@ -39,10 +39,19 @@ BM, BN, BK, GROUP_SIZE = 64, 64, 16, 256
 SHARED_BYTES = 4 * BK * ((BM + 4) + (BN + 4))
 
 
+#: lines of the tiled kernels' bodies that stand for a piece they share: marker -> the file in ``shaders/``
+_SHARED_PIECES = {"DL_TILE_LAYOUT": "tile_layout.dlk", "DL_TILE_MULTIPLY": "tile_multiply.dlk"}
+
+
 @functools.lru_cache(maxsize=None)
 def kernel_source(name: str) -> str:
-    """A kernel body shipped in ``shaders/`` (read once: plans are made on every eager call)."""
-    return shader_source(name)
+    """A kernel body shipped in ``shaders/``, the pieces the tiled kernels share in place of their marker lines
+    (read once: plans are made on every eager call)."""
+    text = shader_source(name)
+    for marker, piece in _SHARED_PIECES.items():
+        if f"\n{marker}\n" in text:
+            text = text.replace(f"\n{marker}\n", "\n" + shader_source(piece))
+    return text
 
 
 #: micro-tile edge on CPU devices (128 x 128 tiles): a work item's 64 accumulators stay in vector registers there,
