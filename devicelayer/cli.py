@@ -60,6 +60,7 @@ def device_document(i: Any, memory_free: int) -> dict[str, Any]:
         "local_memory": i.local_memory, "dtypes": i.as_dict()["dtypes"], "unified_memory": i.unified_memory,
         "view_alignment": i.view_alignment, "peer_access": list(i.peer_access), "timestamps": i.timestamps,
         "max_work_groups": list(i.max_work_groups), "max_global_items": i.max_global_items,
+        "matrix_units": [list(u) for u in i.matrix_units],
         "extras": dict(i.extras),
     }
 
@@ -77,6 +78,7 @@ _ROWS = [
     ("view alignment", "view_alignment", lambda v: f"{v} B"),
     ("peer access", "peer_access", lambda v: " ".join(v) or "-"),
     ("timestamps", "timestamps", lambda v: "yes" if v else "no"),
+    ("matrix units", "matrix_units", lambda v: " ".join(f"{a}->{c} {m}x{n}x{k}" for a, c, m, n, k in v) or "-"),
 ]
 
 

@@ -41,6 +41,9 @@ class DeviceInfo:
     max_global_items: int = 2**64 - 1  # work items one launch may have in all (OpenCL: the device's size_t)
     peer_access: tuple[str, ...] = ()
     timestamps: bool = False
+    #: (operand dtype, accumulator dtype, M, N, K) of each M x K by K x N multiply-add a subgroup runs on the
+    #: device's matrix units, for kernels that use them (the tiled GEMM's and convolution's MMA form)
+    matrix_units: tuple[tuple[str, str, int, int, int], ...] = ()
     extras: Mapping[str, Any] = field(default_factory=dict)
 
     def supports(self, dtype: str) -> bool:
@@ -54,6 +57,7 @@ class DeviceInfo:
         d["max_work_item_sizes"] = list(self.max_work_item_sizes)
         d["max_work_groups"] = list(self.max_work_groups)
         d["peer_access"] = list(self.peer_access)
+        d["matrix_units"] = [list(u) for u in self.matrix_units]
         d["extras"] = {k: v for k, v in self.extras.items()}
         return d
 

@@ -52,6 +52,7 @@ except Exception as exc:  # the package missing, or cffi broken
     raise BackendUnavailable(f"the 'vulkan' package is unavailable ({type(exc).__name__}: {exc}); "
                              "pip install 'devicelayer[vulkan]'") from exc
 
+from . import matrix
 from .memory import Allocation, Block, Heap
 from .spirv import cache_dir, compile_glsl, declared_kernels, is_spirv, reflect_spirv
 
@@ -208,8 +209,9 @@ class _Instance:
 class _Physical:
     """Everything read from one VkPhysicalDevice; ``reason`` is set when it cannot be used."""
 
-    def __init__(self, index: int, pd, instance_api: int) -> None:
+    def __init__(self, index: int, pd, instance_api: int, instance=None) -> None:
         self.index, self.handle, self.reason = index, pd, ""
+        self.matrix_units: tuple[tuple[str, str, int, int, int], ...] = ()
         props = ffi.new("VkPhysicalDeviceProperties*")
         lib.vkGetPhysicalDeviceProperties(pd, props)
         self.name = _cstr(props.deviceName)
@@ -241,6 +243,8 @@ class _Physical:
             self.reason = f"Vulkan {_version(eff)}: 1.2 is needed for timeline semaphores"
         else:
             self._query_12(pd)
+            if instance is not None:
+                self.matrix_units = matrix.units(instance, pd, self.extensions, self.features)
             if not self.features.get("timelineSemaphore"):
                 self.reason = "no timelineSemaphore feature (a Vulkan 1.2 feature devicelayer needs)"
         self._query_memory(pd)
@@ -286,15 +290,17 @@ class _Physical:
                       {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES})
         f11 = ffi.new("VkPhysicalDeviceVulkan11Features*",
                       {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, "pNext": f12})
+        cm = matrix.query_feature(f11) if matrix.EXTENSION in self.extensions else None
         f2 = ffi.new("VkPhysicalDeviceFeatures2*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
-                                                    "pNext": f11})
+                                                    "pNext": cm if cm is not None else f11})
         lib.vkGetPhysicalDeviceFeatures2(pd, f2)
         F = f2.features
         self.features = {k: bool(v) for k, v in dict(
             shaderFloat64=F.shaderFloat64, shaderInt64=F.shaderInt64, shaderInt16=F.shaderInt16,
             storageBuffer16BitAccess=f11.storageBuffer16BitAccess, shaderFloat16=f12.shaderFloat16,
             shaderInt8=f12.shaderInt8, storageBuffer8BitAccess=f12.storageBuffer8BitAccess,
-            timelineSemaphore=f12.timelineSemaphore).items()}
+            timelineSemaphore=f12.timelineSemaphore, vulkanMemoryModel=f12.vulkanMemoryModel,
+            cooperativeMatrix=cm is not None and cm.cooperativeMatrix).items()}
 
     def _query_memory(self, pd) -> None:
         self.budget = "VK_EXT_memory_budget" in self.extensions
@@ -391,6 +397,7 @@ class _Physical:
             max_work_groups=tuple(int(x) for x in L["maxComputeWorkGroupCount"]),
             view_alignment=int(L["minStorageBufferOffsetAlignment"]),
             timestamps=bool(L["timestampComputeAndGraphics"]) and self.timestamp_bits > 0,
+            matrix_units=self.matrix_units,
             extras={"apiVersion": _version(self.api_raw), "deviceUUID": self.uuid.hex(),
                     "driverName": self.driver_name, "driverInfo": self.driver_info,
                     "driverVersionRaw": self.driver_version, "vendorID": self.vendor_id, "deviceID": self.device_id,
@@ -640,9 +647,11 @@ class VulkanDevice(Device):
         f12 = ffi.new("VkPhysicalDeviceVulkan12Features*", {
             "sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, "timelineSemaphore": 1,
             "shaderFloat16": F.get("shaderFloat16", False), "shaderInt8": F.get("shaderInt8", False),
-            "storageBuffer8BitAccess": F.get("storageBuffer8BitAccess", False)})
+            "storageBuffer8BitAccess": F.get("storageBuffer8BitAccess", False),
+            "vulkanMemoryModel": bool(phys.matrix_units)})  # (cooperative-matrix shaders declare it)
+        cm = matrix.feature_struct(bool(phys.matrix_units), f12)
         f11 = ffi.new("VkPhysicalDeviceVulkan11Features*", {
-            "sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, "pNext": f12,
+            "sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, "pNext": cm if cm is not None else f12,
             "storageBuffer16BitAccess": F.get("storageBuffer16BitAccess", False)})
         f2 = ffi.new("VkPhysicalDeviceFeatures2*", {
             "sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, "pNext": f11,
@@ -653,6 +662,7 @@ class VulkanDevice(Device):
             "sType": vk.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, "queueFamilyIndex": phys.queue_family,
             "queueCount": 1, "pQueuePriorities": prio})
         exts = [e for e in ("VK_EXT_memory_budget",) if e in phys.extensions]
+        exts += [matrix.EXTENSION] if phys.matrix_units else []
         keep = [ffi.new("char[]", e.encode()) for e in exts]
         ext_arr = ffi.new("char*[]", keep) if exts else ffi.NULL
         dci = ffi.new("VkDeviceCreateInfo*", {
@@ -663,7 +673,7 @@ class VulkanDevice(Device):
         if r:
             raise BackendUnavailable(f"vkCreateDevice failed on {phys.name}: {_result_name(r)}")
         self.handle = pdev[0]
-        self.budget_enabled = bool(exts)
+        self.budget_enabled = "VK_EXT_memory_budget" in exts
         pq = ffi.new("VkQueue*")
         lib.vkGetDeviceQueue(self.handle, phys.queue_family, 0, pq)
         self.queue = pq[0]
@@ -1636,7 +1646,7 @@ class VulkanBackend(Backend):
         force = os.environ.get("DEVICELAYER_VULKAN_FORCE_STAGING", "") not in ("", "0")
         for i, pd in enumerate(instance.physical_devices()):
             try:
-                phys = _Physical(i, pd, instance.api_version)
+                phys = _Physical(i, pd, instance.api_version, instance.handle)
             except Exception as exc:  # a broken driver must not hide the others
                 self._unusable.append((f"vulkan:{i}", f"querying the device failed: {exc!r}"))
                 continue

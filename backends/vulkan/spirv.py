@@ -447,7 +447,10 @@ def reflect_spirv(code: bytes, entry: str | None = None) -> Reflection:
                 elif len(members) == 1:
                     dt = dtype_of(members[0])
             name = names.get(vid) or names.get(pointee, "")
-            refl.bindings.append(Binding(d.get(34, [0])[0], d.get(33, [0])[0], "storage", ro, name, dt))
+            place = (d.get(34, [0])[0], d.get(33, [0])[0])
+            if any((b.set, b.binding) == place for b in refl.bindings):
+                continue  # (another block on a binding already met: a view of the same buffer)
+            refl.bindings.append(Binding(*place, "storage", ro, name, dt))
         elif sc == 2:
             d = deco.get(vid, {})
             refl.bindings.append(Binding(d.get(34, [0])[0], d.get(33, [0])[0], "uniform", True,

@@ -64,9 +64,16 @@ class KernelSpec:
     shared: tuple[tuple[str, str, int], ...] = ()  # (type, name, count)
     local_size: tuple[int, ...] = (64,)
     defines: tuple[tuple[str, int | float | str], ...] = ()
+    #: input buffers the body also reads as 16-byte words, through ``<name>_v4`` (the same memory as an array of
+    #: 4 x uint32: ``uvec4``, ``uint4``; element i of the word array is bytes 16 i to 16 i + 15 of the buffer)
+    views: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         seen_scalar = False
+        inputs = {p.name for p in self.params if p.access == "in"}
+        for name in self.views:
+            if name not in inputs:
+                raise ValueError(f"{self.name}: a view of {name!r}, which is not an input buffer")
         for p in self.params:
             if p.access not in ("in", "out", "inout", "scalar"):
                 raise ValueError(f"{self.name}: parameter {p.name} has access {p.access!r}")

@@ -22,6 +22,14 @@ _GLSL_FLOAT_ONLY = frozenset({"dl_sin", "dl_cos", "dl_tan", "dl_asin", "dl_acos"
 #: kernel languages with a bfloat16 type: there bfloat16 runs the float16 kernels (storage, float arithmetic)
 BFLOAT16_LANGUAGES = frozenset({"cuda-c"})
 
+#: kernel languages with the dialect's matrix-unit macros, which a kernel defining MMA as 1 uses: MMA_A, MMA_B
+#: (16 x 16 float16 fragments of A and B, loaded row-major from shared memory: MMA_LOAD_A/B(fragment,
+#: array, first element, row stride)), MMA_C (a 16 x 16 float accumulator: MMA_ZERO, MMA_FMA(c, a, b) for c += a b,
+#: MMA_STORE_C(array, first element, row stride, c), row-major), MMA_WARP, MMA_LANE (the subgroup's index in the
+#: group and the work item's in the subgroup), and MMA_WORDS, MMA_HALF(word, e) (a 16-byte word of a view,
+#: ``KernelSpec.views``, and its float16 element e, 0 to 7)
+MMA_LANGUAGES = frozenset({"glsl"})
+
 
 def _acc(elem: str) -> str:
     return "f64" if elem == "f64" else "float"
@@ -112,8 +120,9 @@ def render_cuda(spec: KernelSpec) -> str:
     head.append(_defines(spec))
     params = _c_params(spec, "", "__restrict__")
     shared = "".join(f"    __shared__ __align__(16) {spec.resolve(t)} {n}[{c}];\n" for t, n, c in spec.shared)
+    views = "".join(f"    const uint4* __restrict__ {n}_v4 = (const uint4*)(const void*){n};\n" for n in spec.views)
     return ("".join(head) + f'extern "C" __global__ void {spec.name}({", ".join(params)}) {{\n'
-            + shared + spec.body + "\n}\n")
+            + shared + views + spec.body + "\n}\n")
 
 
 # -- OpenCL C -----------------------------------------------------------------------------
@@ -166,7 +175,9 @@ def render_opencl(spec: KernelSpec) -> str:
     params = _c_params(spec, "__global ", "restrict")
     shared = "".join(f"    __local {spec.resolve(t)} {n}[{c}] __attribute__((aligned(16)));\n"
                      for t, n, c in spec.shared)
-    return "".join(head) + f"__kernel void {spec.name}({', '.join(params)}) {{\n" + shared + spec.body + "\n}\n"
+    views = "".join(f"    __global const uint4* {n}_v4 = (__global const uint4*){n};\n" for n in spec.views)
+    return ("".join(head) + f"__kernel void {spec.name}({', '.join(params)}) {{\n" + shared + views + spec.body
+            + "\n}\n")
 
 
 # -- GLSL compute (Vulkan) -----------------------------------------------------------------
@@ -390,6 +401,30 @@ _GLSL_DIV_F32 = """float dl_div(float a, float b) {
 }"""
 
 
+#: the matrix-unit macros in GLSL, through GL_NV_cooperative_matrix (the form glslang 11 compiles)
+_GLSL_MMA_EXTENSIONS = ("#extension GL_NV_cooperative_matrix : require\n"
+                        "#extension GL_KHR_memory_scope_semantics : require\n"
+                        "#extension GL_KHR_shader_subgroup_basic : require\n")
+_GLSL_MMA = r"""
+#define MMA_A fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define MMA_B fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define MMA_C fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+#define MMA_ZERO(c) c = MMA_C(0.0)
+#define MMA_LOAD_A(f, arr, at, ld) coopMatLoadNV(f, arr, uint(at), uint(ld), false)
+#define MMA_LOAD_B(f, arr, at, ld) coopMatLoadNV(f, arr, uint(at), uint(ld), false)
+#define MMA_FMA(c, a, b) c = coopMatMulAddNV(a, b, c)
+#define MMA_STORE_C(arr, at, ld, c) coopMatStoreNV(c, arr, uint(at), uint(ld), false)
+#define MMA_WARP int(gl_SubgroupID)
+#define MMA_LANE int(gl_SubgroupInvocationID)
+#define MMA_WORDS uvec4
+#define MMA_HALF(w, e) unpackFloat2x16((w)[(e) / 2])[(e) % 2]
+"""
+
+
+def _uses_mma(spec: KernelSpec) -> bool:
+    return bool(dict(spec.defines).get("MMA"))
+
+
 def render_glsl(spec: KernelSpec, float64: bool = False) -> str:
     """GLSL 450 compute: buffers as std430 bindings in order, scalars as push constants in order (``float64``:
     the device computes in double, which float division uses)."""
@@ -408,6 +443,8 @@ def render_glsl(spec: KernelSpec, float64: bool = False) -> str:
         head.append("#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require\n")
         if "float16" not in used:
             head.append("#extension GL_EXT_shader_16bit_storage : require\n")
+    if _uses_mma(spec):
+        head.append(_GLSL_MMA_EXTENSIONS)
     head.append("layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;\n")
     for name, glsl in _GLSL_TYPES.items():
         if name not in ("float", "int", "uint"):
@@ -418,6 +455,8 @@ def render_glsl(spec: KernelSpec, float64: bool = False) -> str:
     head.append(_GLSL_PRELUDE.replace("DL_DIV_FLOAT", _GLSL_DIV_F64 if float64 else _GLSL_DIV_F32))
     if "float64" in used:
         head.append(_GLSL_F64)
+    if _uses_mma(spec):
+        head.append(_GLSL_MMA)
     head.append(_defines(spec))
     binding = 0
     for p in spec.params:
@@ -425,6 +464,9 @@ def render_glsl(spec: KernelSpec, float64: bool = False) -> str:
             qual = {"in": "readonly ", "out": "writeonly ", "inout": ""}[p.access]
             head.append(f"layout(std430, binding = {binding}) {qual}buffer DL_{p.name} "
                         f"{{ {_GLSL_TYPES[spec.resolve(p.type)]} {p.name}[]; }};\n")
+            if p.name in spec.views:  # (a second block on the same binding)
+                head.append(f"layout(std430, binding = {binding}) readonly buffer DL_{p.name}_v4 "
+                            f"{{ uvec4 {p.name}_v4[]; }};\n")
             binding += 1
     scalars = [p for p in spec.params if not p.is_buffer]
     copies = ""
@@ -454,4 +496,4 @@ def render(spec: KernelSpec, language: str, float64: bool = False) -> str:
     return render_glsl(spec, float64) if renderer is render_glsl else renderer(spec)
 
 
-__all__ = ["Param", "KernelSpec", "render", "lacks", "RENDERERS", "TYPES"]
+__all__ = ["Param", "KernelSpec", "render", "lacks", "RENDERERS", "TYPES", "MMA_LANGUAGES"]

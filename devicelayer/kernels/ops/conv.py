@@ -168,10 +168,12 @@ class _ConvBase(Op):
             local = _mm.register_local(info, blocks)
             return Plan([Launch(spec, tuple(args), groups_for(blocks, local, info), (local,))])
         tiled = tiled_fits(info) and Mg >= 16 and NB * P >= 16
-        micro = _mm.micro_tile(info, Mg, NB * P, G, Cg * math.prod(w[2:]), elem) if tiled else 4
-        pipe = conv_pipeline(info, elem, micro) if tiled else _mm.Pipeline()
+        depth = Cg * math.prod(w[2:])
+        mma = tiled and _mm.takes_mma(info, elem) and _mm.mma_fits(Mg, NB * P, depth)
+        micro = _mm.micro_tile(info, Mg, NB * P, G, depth, elem, mma) if tiled else 4
+        pipe = conv_pipeline(info, elem, micro, (Mg, NB * P, depth)) if tiled else _mm.Pipeline()
         tile = tiled_defines(micro, pipe.takes_runs(info), pipe.bk, _mm.unrolls_tiles(info)) + (
-            ("VEC", pipe.vec), ("STAGES", pipe.stages))
+            ("VEC", pipe.vec), ("STAGES", pipe.stages), ("MMA", pipe.mma))
         defines = ((tile if tiled else ()) + window
                    + (("TRANSPOSED", int(self.transposed)), ("HAS_BIAS", int(has_bias)), ("INTEGER", 0)))
         spec = _conv_spec(self.name, f"tiled{micro}" if tiled else "direct", (elem, elem), has_bias, defines, epilogue)
@@ -229,16 +231,32 @@ def _epilogue_attrs(op: Op, inputs: Sequence[TensorType], outputs: Sequence[Tens
 #: the tiled convolution's pipeline on GPUs that compile GLSL: K in slices of 8 through two shared stages (H200's
 #: Vulkan driver, ResNet-50's 3x3 convolutions at batch 16 4-8% faster; NVIDIA's OpenCL 5-55% slower with it)
 GLSL_GPU_PIPELINE = _mm.Pipeline(bk=8, stages=2)
+#: the tiled convolution's MMA form (float16 on the device's matrix units, ``matmul.takes_mma``): K in slices of
+#: 32 through two shared stages at 128 x 128 tiles, of 16 at 64 x 64 (``matmul.mma_pipeline``; H200, ResNet-50's
+#: 3x3 and 7x7 convolutions at batch 16 and 64 x 64 tiles, five geometries: 1.36 against 1.38 ms in all)
+MMA_CONV_PIPELINE = _mm.Pipeline(bk=32, stages=2, mma=1)
 
 
-def conv_pipeline(info: DeviceInfo, elem: str, micro: int) -> _mm.Pipeline:
+def conv_pipeline(info: DeviceInfo, elem: str, micro: int,
+                  product: tuple[int, int, int] = (_mm.MMA_LEAST,) * 3) -> _mm.Pipeline:
     """How the tiled convolution kernel walks K (``conv_tiled.dlk`` always loads a slice ahead): its K slice,
-    shared stages, runs and vector reads (micro-tiles of 4 or more) of the pipeline forced on this thread
-    (``matmul.forcing_pipeline``), else ``GLSL_GPU_PIPELINE`` on GPUs compiling GLSL, else the plain one."""
+    shared stages, runs, vector reads (micro-tiles of 4 or more) and MMA form of the pipeline forced on this thread
+    (``matmul.forcing_pipeline``), else ``MMA_CONV_PIPELINE`` (``matmul.mma_pipeline``) where the device multiplies
+    float16 on matrix units with micro-tiles of 4 or 8 and the implicit ``product`` (output channels of a group,
+    output positions, depth) is large enough (``matmul.mma_fits``), else ``GLSL_GPU_PIPELINE`` on GPUs compiling
+    GLSL, else the plain one.  A forced pipeline takes the MMA form wherever the device and tile take it, the product
+    large enough or not; one the device or tile cannot take is the same pipeline with K slices of 16 on the usual
+    multiply."""
     forced = _mm.forced_pipeline()
+    mma = (_mm.takes_mma(info, elem) and micro >= 4 and (forced is not None or _mm.mma_fits(*product))
+           and info.local_memory >= _mm.tiled_shared_bytes(elem, micro, MMA_CONV_PIPELINE.bk,
+                                                           MMA_CONV_PIPELINE.stages, True))
     if forced is not None:
-        return _mm.Pipeline(bk=forced.bk, stages=forced.stages, vec=forced.vec if micro >= 4 and elem != "f64" else 0,
-                            runs=forced.runs)
+        pipe = _mm.Pipeline(bk=forced.bk, stages=forced.stages,
+                            vec=forced.vec if micro >= 4 and elem != "f64" else 0, runs=forced.runs, mma=forced.mma)
+        return pipe if mma or not pipe.mma else pipe._replace(mma=0, bk=16)
+    if mma:
+        return _mm.mma_pipeline(MMA_CONV_PIPELINE, micro)
     if info.device_type == "gpu" and info.kernel_language == "glsl" and elem != "f64":
         return GLSL_GPU_PIPELINE
     return _mm.Pipeline()
@@ -270,7 +288,8 @@ def _conv_spec(kind: str, kernel: str, types: tuple[str, str], has_bias: bool,
     params += list(epilogue.scalars) if epilogue else []
     geometry = "_".join(str(v).replace("-", "m") for k, v in defines if k[0] in "KSPD" and k[1:] in "DHW")
     given = dict(defines)
-    pipe = _mm.Pipeline(bk=given.get("BK", _mm.BK), stages=given.get("STAGES", 1), vec=given.get("VEC", 0))
+    pipe = _mm.Pipeline(bk=given.get("BK", _mm.BK), stages=given.get("STAGES", 1), vec=given.get("VEC", 0),
+                        mma=given.get("MMA", 0))
     shape = (f"{given['TM']}x{given['TN']}{'c1' if given['C1'] else ''}" if kernel == "register"
              else ("r" if given.get("RUNS") else "") + pipe.tag)
     name = (f"{kind}_{kernel}{shape}_{'_'.join(dict.fromkeys(types))}"
@@ -279,7 +298,7 @@ def _conv_spec(kind: str, kernel: str, types: tuple[str, str], has_bias: bool,
     defines += extra
     if tiled:
         micro = given["TM"]
-        shared = integer_shared(micro) if integer else tiled_shared(elem, micro, pipe.bk, pipe.stages)
+        shared = integer_shared(micro) if integer else tiled_shared(elem, micro, pipe.bk, pipe.stages, bool(pipe.mma))
         return KernelSpec(name, tuple(params), source, elem=elem, shared=shared, local_size=(GROUP_SIZE,),
                           defines=defines)
     return KernelSpec(name, tuple(params), source, elem=elem, defines=defines)

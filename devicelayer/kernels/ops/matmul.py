@@ -26,7 +26,8 @@ import numpy as np
 from ...info import DeviceInfo
 from ...resources import shader_source
 from .. import tiles as _tiles
-from ..dialect import KernelSpec, Param, dialect_type
+from ..dialect import TYPES, KernelSpec, Param, dialect_type
+from ..render import MMA_LANGUAGES
 from ..op import (ALLOW_TF32, Launch, Op, Plan, TensorType, groups_for, local_1d, register, tf32_attr,
                   float_attr as _float_attr)
 from . import epilogue as _epilogue
@@ -40,7 +41,8 @@ SHARED_BYTES = 4 * BK * ((BM + 4) + (BN + 4))
 
 
 #: lines of the tiled kernels' bodies that stand for a piece they share: marker -> the file in ``shaders/``
-_SHARED_PIECES = {"DL_TILE_LAYOUT": "tile_layout.dlk", "DL_TILE_MULTIPLY": "tile_multiply.dlk"}
+_SHARED_PIECES = {"DL_TILE_LAYOUT": "tile_layout.dlk", "DL_TILE_MULTIPLY": "tile_multiply.dlk",
+                  "DL_TILE_ACC": "tile_acc.dlk", "DL_TILE_GATHER": "tile_gather.dlk"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -110,9 +112,15 @@ def unrolls_tiles(info: DeviceInfo) -> bool:
     return info.device_type == "gpu"
 
 
-def tiled_shared(elem: str, micro: int, bk: int = BK, stages: int = 1) -> tuple[tuple[str, str, int], ...]:
+def tiled_shared(elem: str, micro: int, bk: int = BK, stages: int = 1,
+                 mma: bool = False) -> tuple[tuple[str, str, int], ...]:
     """Shared-memory staging of the tiled kernels (rows padded by 4 against bank conflicts, keeping them 16-byte
-    aligned; ``stages`` slices of ``bk``)."""
+    aligned; ``stages`` slices of ``bk``); ``mma``: the MMA form's, slices staged in the element type (A's as rows of
+    ``bk``; rows padded by 8) and each subgroup's float scratch of 16 x 20 (``tile_layout.dlk``)."""
+    if mma:
+        stage = 16 * micro * (bk + 8), bk * (16 * micro + 8)
+        return ((elem, "sa", stages * stage[0]), (elem, "sb", stages * stage[1]),
+                ("float", "sc", (GROUP_SIZE // MMA_SUBGROUP) * 16 * 20))
     acc = "f64" if elem == "f64" else "float"
     return ((acc, "sa", stages * bk * (16 * micro + 4)), (acc, "sb", stages * bk * (16 * micro + 4)))
 
@@ -120,7 +128,8 @@ def tiled_shared(elem: str, micro: int, bk: int = BK, stages: int = 1) -> tuple[
 class Pipeline(NamedTuple):
     """How the tiled GEMM kernel (``gemm_tiled.dlk``) walks K and its tiles: the K slice, shared stages, loads
     issued a slice ahead, shared reads as vectors, unchecked loads where the product allows them, bands of tile
-    rows (its optional defines), and the micro-tile as runs of 4 (``RUNS``, which ``vec`` implies)."""
+    rows, the multiply on the device's matrix units (``mma``, ``takes_mma``) with slices read as 16-byte words
+    (``vload``; its optional defines), and the micro-tile as runs of 4 (``RUNS``, which ``vec`` implies)."""
 
     bk: int = BK
     stages: int = 1
@@ -129,12 +138,14 @@ class Pipeline(NamedTuple):
     aligned: int = 0
     swizzle: int = 0
     runs: int = 0
+    mma: int = 0
+    vload: int = 0
 
     @property
     def defines(self) -> tuple[tuple[str, int], ...]:
         """The kernel's defines past the tile shape's."""
         return (("VEC", self.vec), ("ALIGNED", self.aligned), ("PREFETCH", self.prefetch), ("STAGES", self.stages),
-                ("SWIZZLE", self.swizzle))
+                ("SWIZZLE", self.swizzle), ("MMA", self.mma), ("VLOAD", self.vload))
 
     @property
     def tag(self) -> str:
@@ -142,7 +153,7 @@ class Pipeline(NamedTuple):
         if self == Pipeline():
             return ""
         return (f"_k{self.bk}s{self.stages}{'p' if self.prefetch else ''}{'v' if self.vec else ''}"
-                f"{'a' if self.aligned else ''}{f'w{self.swizzle}' if self.swizzle else ''}")
+                f"{'a' if self.aligned else ''}{f'w{self.swizzle}' if self.swizzle else ''}{'x' if self.mma else ''}{'u' if self.vload else ''}")
 
     def takes_runs(self, info: DeviceInfo) -> bool:
         """Whether the micro-tile is laid out as runs of 4 (``tile_runs``): where the device's rule says so, and
@@ -159,17 +170,59 @@ GPU_PIPELINE = Pipeline(bk=8, stages=2, prefetch=1, vec=1, aligned=1, swizzle=8,
 C_GPU_PIPELINE = GPU_PIPELINE._replace(vec=0)
 #: element types the GPU pipeline is for (staged as float)
 _PIPELINED = ("float", "f16", "bf16")
+#: the matrix-unit shape the tiled kernels' MMA form multiplies with (``DeviceInfo.matrix_units``): float16
+#: operands, float32 accumulators, 16 x 16 x 16
+MMA_UNIT = ("float16", "float32", 16, 16, 16)
+#: the subgroup width the MMA form's layout takes (8 subgroups in a group of ``GROUP_SIZE``)
+MMA_SUBGROUP = 32
+#: the pipeline of the MMA form at 128 x 128 tiles: K in slices of 32 (two multiplies of 16) through two shared
+#: stages, loads a slice ahead, unchecked where the product allows, bands of 8 tile rows (H200, 4096^3: 1.24 ms
+#: against 1.71 with slices of 16), slices read as 16-byte words where the operands allow (``gemm_pipeline``); at
+#: 64 x 64 tiles, slices of 16 (``mma_pipeline``)
+MMA_PIPELINE = Pipeline(bk=32, stages=2, prefetch=1, aligned=1, swizzle=8, mma=1, vload=1)
+#: the K slice of the MMA form at 64 x 64 tiles (H200, ResNet-50's products at batch 16, 1024 -> 256 and
+#: 512 -> 2048 channels: 0.058 and 0.059 ms against 0.071 and 0.075 with slices of 32)
+MMA_SMALL_BK = 16
+
+
+#: the least rows, columns and depth of a product the MMA form takes by itself (``mma_fits``)
+MMA_LEAST = 64
+
+
+def mma_fits(rows: int, cols: int, depth: int) -> bool:
+    """Whether a product of rows x depth by depth x cols is large enough for the MMA form to take it by itself:
+    ``MMA_LEAST`` or more of each, so that its 64 x 64 tiles and 16-deep slices are mostly full (a precaution: the
+    H200's measurements of EfficientNet-B0, whose products and convolutions often have fewer than 64 channels, are
+    of this rule together with the static rule's tile edges: float16, batch 16, 4.9 ms against 4.8-4.9 without the
+    form; with every product raised to 64 x 64 tiles for the form, 13.0 ms)."""
+    return min(rows, cols, depth) >= MMA_LEAST
+
+
+def mma_pipeline(base: Pipeline, micro: int) -> Pipeline:
+    """``base`` (an MMA form's pipeline) with the K slice of the tile edge: ``MMA_SMALL_BK`` at micro-tiles of 4."""
+    return base._replace(bk=MMA_SMALL_BK) if micro == 4 else base
+
+
+def takes_mma(info: DeviceInfo, elem: str) -> bool:
+    """Whether the tiled kernels multiply float16 (``elem``) on the device's matrix units: where it lists
+    ``MMA_UNIT``, has subgroups of ``MMA_SUBGROUP`` and its kernel language has the dialect's matrix macros
+    (``render.MMA_LANGUAGES``)."""
+    return (elem == "f16" and MMA_UNIT in info.matrix_units and info.subgroup_size == MMA_SUBGROUP
+            and info.kernel_language in MMA_LANGUAGES)
 _pipeline_state = threading.local()
 
 
 @contextlib.contextmanager
 def forcing_pipeline(pipeline: Pipeline) -> Iterator[None]:
     """Every float product and tiled convolution planned on this thread inside the block takes ``pipeline`` (a
-    convolution its K slice, stages, runs and vector reads; vector reads where the micro-tile edge is 4 or more,
-    unchecked loads where the product's shape allows): what tests and benchmarks use to run each form on every
-    device."""
-    if pipeline.bk not in (8, 16) or pipeline.stages not in (1, 2) or pipeline.swizzle < 0:
-        raise ValueError(f"pipeline {pipeline!r}: K slices of 8 or 16, 1 or 2 stages, a swizzle of 0 or more")
+    convolution its K slice, stages, runs, vector reads and MMA form; vector reads where the micro-tile edge is 4 or
+    more, unchecked loads where the product's shape allows, the MMA form where the device and tile take it, else K
+    slices of 16 on the usual multiply): what tests and benchmarks use to run each form on every device."""
+    if (pipeline.bk not in (8, 16, 32) or pipeline.stages not in (1, 2) or pipeline.swizzle < 0
+            or (pipeline.bk == 32 and not pipeline.mma) or (pipeline.mma and (pipeline.bk == 8 or pipeline.vec))
+            or (pipeline.vload and not (pipeline.mma and pipeline.prefetch))):
+        raise ValueError(f"pipeline {pipeline!r}: K slices of 8 or 16 (16 or 32 with mma, which takes no vec; "
+                         "vload only with mma and prefetch), 1 or 2 stages, a swizzle of 0 or more")
     before = getattr(_pipeline_state, "forced", None)
     _pipeline_state.forced = pipeline
     try:
@@ -183,23 +236,38 @@ def forced_pipeline() -> Pipeline | None:
     return getattr(_pipeline_state, "forced", None)
 
 
-def gemm_pipeline(info: DeviceInfo, elem: str, micro: int, M: int, N: int, K: int) -> Pipeline:
+def gemm_pipeline(info: DeviceInfo, elem: str, micro: int, M: int, N: int, K: int, words: bool = False) -> Pipeline:
     """The tiled GEMM's pipeline for a float product of M x N x K on a device with a micro-tile edge: the one forced
-    on this thread, else ``GPU_PIPELINE`` (GLSL) or ``C_GPU_PIPELINE`` on GPUs for 128 x 128 tiles of float and
-    half types, else the plain one; vector reads only for micro-tiles of 4 or more staged as float, unchecked loads
-    only where the tiles and slices divide the product."""
+    on this thread, else ``MMA_PIPELINE`` where the device multiplies float16 on matrix units (``takes_mma``) with
+    micro-tiles of 4 or 8 and the product is large enough (``mma_fits``), else ``GPU_PIPELINE`` (GLSL) or ``C_GPU_PIPELINE`` on GPUs for 128 x 128 tiles of float
+    and half types, else the plain one; vector reads only for micro-tiles of 4 or more staged as float, unchecked
+    loads only where the tiles and slices divide the product, the MMA form's 16-byte words only there and where
+    ``words`` (A's rows run along k and B's along n, each row and batch a whole number of words, and the device
+    aligns views to 16 bytes).  A forced pipeline takes the MMA form wherever the device and tile take it, the
+    product large enough or not; one the device or tile cannot take is the same pipeline with K slices of 16 on the
+    usual multiply."""
     p = forced_pipeline()
+    mma = (takes_mma(info, elem) and micro >= 4 and (p is not None or mma_fits(M, N, K))
+           and info.local_memory >= tiled_shared_bytes(elem, micro, MMA_PIPELINE.bk, MMA_PIPELINE.stages, True))
     if p is None:
-        if info.device_type != "gpu" or micro != 8 or elem not in _PIPELINED:
+        if mma:
+            p = mma_pipeline(MMA_PIPELINE, micro)
+        elif info.device_type != "gpu" or micro != 8 or elem not in _PIPELINED:
             return Pipeline()
-        p = GPU_PIPELINE if info.kernel_language == "glsl" else C_GPU_PIPELINE
+        else:
+            p = GPU_PIPELINE if info.kernel_language == "glsl" else C_GPU_PIPELINE
+    if p.mma and not mma:
+        p = p._replace(mma=0, bk=16, vload=0)
     divides = M % (16 * micro) == 0 and N % (16 * micro) == 0 and K % p.bk == 0
-    return p._replace(vec=p.vec if micro >= 4 and elem != "f64" else 0, aligned=int(bool(p.aligned) and divides))
+    aligned = bool(p.aligned) and divides
+    return p._replace(vec=p.vec if micro >= 4 and elem != "f64" else 0, aligned=int(aligned),
+                      vload=int(bool(p.vload) and aligned and words and info.view_alignment % 16 == 0))
 
 
-def tiled_shared_bytes(elem: str, micro: int) -> int:
-    """Bytes of shared memory the tiled kernels stage for an element type and micro-tile edge."""
-    return sum(count * (8 if kind == "f64" else 4) for kind, _, count in tiled_shared(elem, micro))
+def tiled_shared_bytes(elem: str, micro: int, bk: int = BK, stages: int = 1, mma: bool = False) -> int:
+    """Bytes of shared memory the tiled kernels stage for an element type and micro-tile edge (and a pipeline's K
+    slice, stages and MMA form)."""
+    return sum(count * np.dtype(TYPES[kind]).itemsize for kind, _, count in tiled_shared(elem, micro, bk, stages, mma))
 
 _SCALARS = ("M", "N", "K", "s_am", "s_ak", "s_bk", "s_bn", "nbatch", "nb1", "s_a0", "s_a1", "s_b0", "s_b1",
             "off_a", "off_b", "off_y")
@@ -275,8 +343,9 @@ def gemm_spec(elem: str, tiled: bool, a_mfast: bool = False, b_nfast: bool = Tru
         body, extra = with_epilogue("gemm_tiled.dlk", epilogue)
         name = (f"gemm_tiled{micro}{'r' if runs else ''}_{elem}_{'m' if a_mfast else 'k'}{'n' if b_nfast else 'k'}"
                 f"{pipeline.tag}{tail}")
-        return KernelSpec(name, params, body, elem=elem, shared=tiled_shared(elem, micro, pipeline.bk, pipeline.stages),
-                          local_size=(GROUP_SIZE,),
+        return KernelSpec(name, params, body, elem=elem,
+                          shared=tiled_shared(elem, micro, pipeline.bk, pipeline.stages, bool(pipeline.mma)),
+                          local_size=(GROUP_SIZE,), views=("a", "b") if pipeline.vload else (),
                           defines=tiled_defines(micro, runs, pipeline.bk, unroll) + pipeline.defines
                           + (("A_MFAST", int(a_mfast)), ("B_NFAST", int(b_nfast)), ("HAS_BIAS", int(has_bias)),
                              ("INTEGER", 0)) + extra)
@@ -375,7 +444,8 @@ def gemm_steps(info: DeviceInfo, elem: str, M: int, N: int, K: int, s_am: int, s
     b_nfast = s_bn == 1 or s_bk != 1
     nbatch = math.prod(d[0] for d in dims[-2:])
     micro = micro_tile(info, M, N, nbatch, K, elem, elem in _PIPELINED) if tiled else 4
-    pipeline = gemm_pipeline(info, elem, micro, M, N, K) if tiled else Pipeline()
+    words = s_ak == 1 and s_bn == 1 and all(v % 8 == 0 for v in (s_am, s_bk, *(s for d in dims for s in d[1:])))
+    pipeline = gemm_pipeline(info, elem, micro, M, N, K, words) if tiled else Pipeline()
     runs = tiled and pipeline.takes_runs(info)
     spec = gemm_spec(elem, tiled, a_mfast, b_nfast, bias is not None, micro, epilogue, runs, pipeline,
                      tiled and unrolls_tiles(info))
