@@ -19,11 +19,12 @@ from devicelayer.kernels.op import OPS, TensorType
 from devicelayer.kernels.ops import conv as conv_ops
 from devicelayer.kernels.ops import matmul as mm
 from devicelayer.kernels.render import render
-from devicelayer.kernels.runner import plan_for, run
+from devicelayer.kernels.runner import plan_for
 from devicelayer.ops import names  # noqa: F401  (registers the library)
 from devicelayer.tensors import tensor
 
 from test_ops import poisoned
+from test_tiled_pipelines import check_against_float64
 
 #: (op, input shapes, attributes): aligned to the 128 x 128 tiles and 32-deep slices, ragged in every dimension,
 #: batched and broadcast, Gemm's transposes with a bias, a product at the 64 x 64 tile
@@ -80,23 +81,8 @@ def _spec_defines(device_or_info, name, shapes, attrs, dtype=np.float16):
 
 
 def _check(device, rng, name, shapes, attrs):
-    op = OPS[name]
-    arrays = [rng.uniform(-1, 1, s).astype(np.float16) for s in shapes]
-    types = [TensorType.of(a.shape, a.dtype) for a in arrays]
-    checked, out_types = op.prepare(types, dict(attrs))
-    ins = [tensor(a, device) for a in arrays]
-    out = poisoned(device, out_types[0])
-    try:
-        run(name, ins, out=[out], **attrs)
-        wide = [a.astype(np.float64) for a in arrays]
-        want = op.reference(wide, op.prepare([TensorType.of(a.shape, a.dtype) for a in wide], dict(attrs))[0])[0]
-        got = out.numpy().astype(np.float64)
-    finally:
-        for t in (*ins, out):
-            device.pool.free(t.buffer)
-    scale = max(1.0, float(np.max(np.abs(want))))
     # float32 accumulation, one rounding to float16 at the store
-    np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3 * scale)
+    check_against_float64(device, rng, name, shapes, attrs, np.float16, 2e-3)
 
 
 def _units_device(device):

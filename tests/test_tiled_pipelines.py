@@ -54,21 +54,26 @@ def _kernel_device(device):
         pytest.skip("the host runs products and convolutions on oneDNN and NumPy, not the tiled kernels")
 
 
-def _check(device, rng, name, shapes, attrs):
+def check_against_float64(device, rng, name, shapes, attrs, dtype=np.float32, tolerance=1e-5):
+    """Op ``name`` on random ``dtype`` inputs of ``shapes`` into a poisoned output, against its reference on the same
+    values in float64 (``tolerance`` relative, and of the largest magnitude)."""
     op = OPS[name]
-    arrays = [rng.uniform(-1, 1, s).astype(np.float32) for s in shapes]
+    arrays = [rng.uniform(-1, 1, s).astype(dtype) for s in shapes]
     types = [TensorType.of(a.shape, a.dtype) for a in arrays]
     checked, out_types = op.prepare(types, dict(attrs))
     ins = [tensor(a, device) for a in arrays]
     out = poisoned(device, out_types[0])
-    run(name, ins, out=[out], **attrs)
-    wide = [a.astype(np.float64) for a in arrays]
-    want = op.reference(wide, op.prepare([TensorType.of(a.shape, a.dtype) for a in wide], dict(attrs))[0])[0]
-    got = out.numpy().astype(np.float64)
+    try:
+        run(name, ins, out=[out], **attrs)
+        wide = [a.astype(np.float64) for a in arrays]
+        want = op.reference(wide, op.prepare([TensorType.of(a.shape, a.dtype) for a in wide], dict(attrs))[0])[0]
+        got = out.numpy().astype(np.float64)
+    finally:
+        for t in (*ins, out):
+            device.pool.free(t.buffer)
     scale = max(1.0, float(np.max(np.abs(want))))
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * scale)
-    for t in (*ins, out):
-        device.pool.free(t.buffer)
+    np.testing.assert_allclose(got, want, rtol=tolerance, atol=tolerance * scale)
+
 
 
 @pytest.mark.parametrize("edge", EDGES)
@@ -77,7 +82,7 @@ def _check(device, rng, name, shapes, attrs):
 def test_products(device, rng, case, form, edge):
     _kernel_device(device)
     with tiles.forcing(edge), mm.forcing_pipeline(PIPELINES[form]):
-        _check(device, rng, *PRODUCTS[case])
+        check_against_float64(device, rng, *PRODUCTS[case])
 
 
 @pytest.mark.parametrize("edge", EDGES)
@@ -86,7 +91,7 @@ def test_products(device, rng, case, form, edge):
 def test_convolutions(device, rng, case, form, edge):
     _kernel_device(device)
     with tiles.forcing(edge), mm.forcing_pipeline(PIPELINES[form]):
-        _check(device, rng, *CONVS[case])
+        check_against_float64(device, rng, *CONVS[case])
 
 
 def _tiled_defines(device, name, shapes, attrs):

@@ -153,7 +153,8 @@ class Pipeline(NamedTuple):
         if self == Pipeline():
             return ""
         return (f"_k{self.bk}s{self.stages}{'p' if self.prefetch else ''}{'v' if self.vec else ''}"
-                f"{'a' if self.aligned else ''}{f'w{self.swizzle}' if self.swizzle else ''}{'x' if self.mma else ''}{'u' if self.vload else ''}")
+                f"{'a' if self.aligned else ''}{f'w{self.swizzle}' if self.swizzle else ''}{'x' if self.mma else ''}"
+                f"{'u' if self.vload else ''}")
 
     def takes_runs(self, info: DeviceInfo) -> bool:
         """Whether the micro-tile is laid out as runs of 4 (``tile_runs``): where the device's rule says so, and
@@ -239,11 +240,11 @@ def forced_pipeline() -> Pipeline | None:
 def gemm_pipeline(info: DeviceInfo, elem: str, micro: int, M: int, N: int, K: int, words: bool = False) -> Pipeline:
     """The tiled GEMM's pipeline for a float product of M x N x K on a device with a micro-tile edge: the one forced
     on this thread, else ``MMA_PIPELINE`` where the device multiplies float16 on matrix units (``takes_mma``) with
-    micro-tiles of 4 or 8 and the product is large enough (``mma_fits``), else ``GPU_PIPELINE`` (GLSL) or ``C_GPU_PIPELINE`` on GPUs for 128 x 128 tiles of float
-    and half types, else the plain one; vector reads only for micro-tiles of 4 or more staged as float, unchecked
-    loads only where the tiles and slices divide the product, the MMA form's 16-byte words only there and where
-    ``words`` (A's rows run along k and B's along n, each row and batch a whole number of words, and the device
-    aligns views to 16 bytes).  A forced pipeline takes the MMA form wherever the device and tile take it, the
+    micro-tiles of 4 or 8 and the product is large enough (``mma_fits``), else ``GPU_PIPELINE`` (GLSL) or
+    ``C_GPU_PIPELINE`` on GPUs for 128 x 128 tiles of float and half types, else the plain one; vector reads only
+    for micro-tiles of 4 or more staged as float, unchecked loads only where the tiles and slices divide the
+    product, the MMA form's 16-byte words only there and where ``words`` (A's rows run along k and B's along n, each
+    row and batch a whole number of words, and the device aligns views to 16 bytes).  A forced pipeline takes the MMA form wherever the device and tile take it, the
     product large enough or not; one the device or tile cannot take is the same pipeline with K slices of 16 on the
     usual multiply."""
     p = forced_pipeline()
