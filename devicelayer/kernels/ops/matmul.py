@@ -244,9 +244,9 @@ def gemm_pipeline(info: DeviceInfo, elem: str, micro: int, M: int, N: int, K: in
     ``C_GPU_PIPELINE`` on GPUs for 128 x 128 tiles of float and half types, else the plain one; vector reads only
     for micro-tiles of 4 or more staged as float, unchecked loads only where the tiles and slices divide the
     product, the MMA form's 16-byte words only there and where ``words`` (A's rows run along k and B's along n, each
-    row and batch a whole number of words, and the device aligns views to 16 bytes).  A forced pipeline takes the MMA form wherever the device and tile take it, the
-    product large enough or not; one the device or tile cannot take is the same pipeline with K slices of 16 on the
-    usual multiply."""
+    row and batch a whole number of words, and the device aligns views to 16 bytes).  A forced pipeline takes the
+    MMA form wherever the device and tile take it, the product large enough or not; one the device or tile cannot
+    take is the same pipeline with K slices of 16 on the usual multiply."""
     p = forced_pipeline()
     mma = (takes_mma(info, elem) and micro >= 4 and (p is not None or mma_fits(M, N, K))
            and info.local_memory >= tiled_shared_bytes(elem, micro, MMA_PIPELINE.bk, MMA_PIPELINE.stages, True))
