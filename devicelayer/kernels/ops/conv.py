@@ -248,13 +248,11 @@ def conv_pipeline(info: DeviceInfo, elem: str, micro: int,
     large enough or not; one the device or tile cannot take is the same pipeline with K slices of 16 on the usual
     multiply."""
     forced = _mm.forced_pipeline()
-    mma = (_mm.takes_mma(info, elem) and micro >= 4 and (forced is not None or _mm.mma_fits(*product))
-           and info.local_memory >= _mm.tiled_shared_bytes(elem, micro, MMA_CONV_PIPELINE.bk,
-                                                           MMA_CONV_PIPELINE.stages, True))
+    mma = _mm.mma_applies(info, elem, micro, forced is not None or _mm.mma_fits(*product))
     if forced is not None:
         pipe = _mm.Pipeline(bk=forced.bk, stages=forced.stages,
                             vec=forced.vec if micro >= 4 and elem != "f64" else 0, runs=forced.runs, mma=forced.mma)
-        return pipe if mma or not pipe.mma else pipe._replace(mma=0, bk=16)
+        return pipe if mma else _mm.without_mma(pipe)
     if mma:
         return _mm.mma_pipeline(MMA_CONV_PIPELINE, micro)
     if info.device_type == "gpu" and info.kernel_language == "glsl" and elem != "f64":

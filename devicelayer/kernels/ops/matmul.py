@@ -210,6 +210,21 @@ def takes_mma(info: DeviceInfo, elem: str) -> bool:
     (``render.MMA_LANGUAGES``)."""
     return (elem == "f16" and MMA_UNIT in info.matrix_units and info.subgroup_size == MMA_SUBGROUP
             and info.kernel_language in MMA_LANGUAGES)
+
+
+def mma_applies(info: DeviceInfo, elem: str, micro: int, large: bool) -> bool:
+    """Whether a tiled product or convolution of element type ``elem`` at a micro-tile edge takes the MMA form: the
+    device takes it (``takes_mma``), the tiles are 64 x 64 or more, the product is ``large`` (``mma_fits``, or a
+    forced pipeline) and shared memory holds the form's stages and scratch."""
+    return (takes_mma(info, elem) and micro >= 4 and large
+            and info.local_memory >= tiled_shared_bytes(elem, micro, MMA_PIPELINE.bk, MMA_PIPELINE.stages, True))
+
+
+def without_mma(pipeline: Pipeline) -> Pipeline:
+    """A pipeline asking for the MMA form, as the usual multiply runs it: K slices of 16, no words."""
+    return pipeline._replace(mma=0, bk=16, vload=0) if pipeline.mma else pipeline
+
+
 _pipeline_state = threading.local()
 
 
@@ -248,8 +263,7 @@ def gemm_pipeline(info: DeviceInfo, elem: str, micro: int, M: int, N: int, K: in
     MMA form wherever the device and tile take it, the product large enough or not; one the device or tile cannot
     take is the same pipeline with K slices of 16 on the usual multiply."""
     p = forced_pipeline()
-    mma = (takes_mma(info, elem) and micro >= 4 and (p is not None or mma_fits(M, N, K))
-           and info.local_memory >= tiled_shared_bytes(elem, micro, MMA_PIPELINE.bk, MMA_PIPELINE.stages, True))
+    mma = mma_applies(info, elem, micro, p is not None or mma_fits(M, N, K))
     if p is None:
         if mma:
             p = mma_pipeline(MMA_PIPELINE, micro)
@@ -257,8 +271,8 @@ def gemm_pipeline(info: DeviceInfo, elem: str, micro: int, M: int, N: int, K: in
             return Pipeline()
         else:
             p = GPU_PIPELINE if info.kernel_language == "glsl" else C_GPU_PIPELINE
-    if p.mma and not mma:
-        p = p._replace(mma=0, bk=16, vload=0)
+    if not mma:
+        p = without_mma(p)
     divides = M % (16 * micro) == 0 and N % (16 * micro) == 0 and K % p.bk == 0
     aligned = bool(p.aligned) and divides
     return p._replace(vec=p.vec if micro >= 4 and elem != "f64" else 0, aligned=int(aligned),
