@@ -185,7 +185,8 @@ def _mma_specs():
         types = [TensorType.of(s, np.float16) for s in shapes]
         checked, outs = op.prepare(types, dict(attrs))
         with tiles.forcing(8 if name == "gemm" else 4):
-            specs += [s.spec for s in op.plan(types, outs, checked, info).steps]
+            # (the tiled kernels: a convolution split along K also plans the sum of its parts)
+            specs += [s.spec for s in op.plan(types, outs, checked, info).steps if s.spec.shared]
     return specs
 
 

@@ -5,9 +5,12 @@ micro-tile edge, against NumPy in float64 into poisoned outputs; the pipelines G
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
+from devicelayer.info import DeviceInfo
 from devicelayer.kernels import tiles
 from devicelayer.kernels.op import OPS, TensorType
 from devicelayer.kernels.ops import conv as conv_ops
@@ -46,6 +49,12 @@ CONVS = [
     ("conv", [(1, 32, 9, 9), (48, 32, 1, 1), (48,)], {}),
     ("conv", [(2, 16, 10, 10), (32, 4, 3, 3), (32,)], {"group": 4, "pads": [1, 1, 1, 1], "dilations": [2, 1]}),
     ("conv_transpose", [(1, 16, 7, 6), (16, 20, 3, 3), (20,)], {"strides": [2, 2], "pads": [1, 1, 0, 0]}),
+    # groups with a multiple of every K slice of channels: K walked tap by tap (CINNER), a tap's slices ragged in M
+    # and N, padded, strided, dilated, 1-D, 3-D and 1x1 with a stride
+    ("conv", [(2, 16, 9, 8), (20, 16, 3, 3), (20,)], {"pads": [1, 2, 0, 1]}),
+    ("conv", [(1, 32, 4, 6, 5), (32, 16, 2, 3, 3)], {"group": 2, "pads": [1, 0, 1, 0, 1, 1], "strides": [1, 2, 1]}),
+    ("conv", [(2, 32, 19), (24, 32, 5), (24,)], {"strides": [2], "pads": [3, 1], "dilations": [2]}),
+    ("conv", [(2, 32, 9, 9), (17, 32, 1, 1)], {"strides": [2, 2]}),
 ]
 
 
@@ -94,9 +103,110 @@ def test_convolutions(device, rng, case, form, edge):
         check_against_float64(device, rng, *CONVS[case])
 
 
-def _tiled_defines(device, name, shapes, attrs):
+#: convolutions split along K (``conv.conv_split``): a tap walked channel block by channel block with a bias, the
+#: summand Z and an activation (the sums' epilogue), element by element (3 channels a group, grouped, strided),
+#: transposed, 1-D; float16 parts summed in float32
+SPLITS = [
+    ("conv", [(2, 16, 9, 8), (20, 16, 3, 3), (20,), (2, 20, 9, 8)], {"pads": [1, 1, 1, 1], "activation": "relu"}),
+    ("conv", [(2, 6, 11, 9), (34, 3, 3, 2), (34,)], {"group": 2, "strides": [2, 1], "pads": [1, 0, 1, 1]}),
+    ("conv_transpose", [(1, 16, 5, 6), (16, 18, 3, 3), (18,)], {"strides": [2, 2], "output_padding": [1, 0]}),
+    ("conv", [(3, 32, 21), (24, 32, 5)], {"pads": [2, 2], "activation": "leaky_relu", "activation_alpha": 0.2}),
+]
+
+
+@pytest.mark.parametrize("split", [2, 3, 7, 40])
+@pytest.mark.parametrize("form", ["plain", "gpu"])
+@pytest.mark.parametrize("case", range(len(SPLITS)))
+def test_split_convolutions(device, rng, monkeypatch, case, form, split):
+    """K split in parts that divide its slices or not, more parts than slices (parts past the end hold zeros), summed
+    with the bias and epilogue by the second kernel: against float64 into poisoned outputs, at 32 x 32 tiles."""
+    _kernel_device(device)
+    if device.vendor_op(name := SPLITS[case][0]) is not None:
+        pytest.skip(f"{device.id}'s vendor library takes {name}")
+    monkeypatch.setattr(conv_ops, "conv_split", lambda *args: split)
+    name, shapes, attrs = SPLITS[case]
+    with tiles.forcing(2), mm.forcing_pipeline(PIPELINES[form]):
+        steps = _plan_steps(device, name, shapes, attrs)
+        check_against_float64(device, rng, name, shapes, attrs)
+    assert [dict(s.spec.defines).get("SPLIT") for s in steps] == [split, split]
+    assert "conv_split_sum" in steps[1].spec.name
+
+
+def test_split_convolution_in_half_precision(device, rng, monkeypatch):
+    """A float16 convolution split in 5 parts sums them in float32: within float16's tolerance of float64."""
+    _kernel_device(device)
+    if device.vendor_op("conv") is not None:
+        pytest.skip(f"{device.id}'s vendor library takes conv")
+    if not device.info.supports("float16"):
+        pytest.skip(f"{device.id} has no float16")
+    monkeypatch.setattr(conv_ops, "conv_split", lambda *args: 5)
+    with tiles.forcing(2):
+        check_against_float64(device, rng, "conv", [(2, 32, 7, 7), (40, 32, 3, 3), (40,)], {"pads": [1, 1, 1, 1]},
+                              dtype=np.float16, tolerance=4e-3)
+
+
+def test_split_rule():
+    """GPUs split K where the tiles leave compute units short of groups, into enough parts to fill them, each of
+    SPLIT_LEAST slices or more; never on CPU devices or for integer types."""
+    gpu = DeviceInfo(id="vulkan:0", backend="vulkan", index=0, name="described", vendor="", device_type="gpu",
+                     driver_version="", api_version="", kernel_language="glsl", memory_total=1 << 34,
+                     max_allocation=1 << 32, compute_units=132, max_work_group_size=1024,
+                     max_work_item_sizes=(1024, 1024, 64), subgroup_size=32, local_memory=49152,
+                     dtypes=frozenset({"float16", "float32"}), unified_memory=False)
+    # (ResNet-50's 3x3 layers at 14 x 14 and 7 x 7, batch 16: 64 x 64 and 128 x 128 tiles)
+    assert conv_ops.conv_split(gpu, "float", 196, 288, 4) == 5
+    assert conv_ops.conv_split(gpu, "f16", 28, 576, 8) == 10
+    assert conv_ops.conv_split(gpu, "float", 10, 40) == 2  # (too few slices for more parts)
+    assert conv_ops.conv_split(gpu, "float", 2, 4000) == conv_ops.SPLIT_MOST
+    assert conv_ops.conv_split(gpu, "float", 784, 72) == 1
+    assert conv_ops.conv_split(gpu, "float", 196, 20) == 1
+    assert conv_ops.conv_split(gpu, "int", 10, 400) == 1
+    assert conv_ops.conv_split(dataclasses.replace(gpu, device_type="cpu"), "float", 10, 400) == 1
+    # a deep convolution keeps 64 x 64 tiles where they are too few (the split fills the units), a shallow one 32 x 32
+    assert mm.micro_tile(gpu, 256, 3136, 1, 2304, "float", False, True) == 4
+    assert mm.micro_tile(gpu, 256, 3136, 1, 2304, "float", False, False) == 2
+
+
+def _plan_steps(device, name, shapes, attrs):
     op = OPS[name]
     types = [TensorType.of(s, np.float32) for s in shapes]
+    checked, outs = op.prepare(types, dict(attrs))
+    return [s for s in plan_for(op, device, types, outs, checked).steps if getattr(s, "spec", None) is not None]
+
+
+@pytest.mark.parametrize("edge", EDGES)
+@pytest.mark.parametrize("channels", [6, 16])
+def test_integer_convolution_tiles(device, rng, channels, edge):
+    """conv_integer on the tiled kernel at each edge, K walked tap by tap where a group's channels fill whole
+    slices (16) and element by element elsewhere (6): exact against NumPy, per-channel zero points, padding and
+    stride, into a poisoned output."""
+    _kernel_device(device)
+    x = rng.integers(0, 256, (2, 2 * channels, 7, 9), dtype=np.uint8)
+    w = rng.integers(0, 256, (36, channels, 3, 3), dtype=np.uint8)
+    xz, wz = np.array(131, np.uint8), rng.integers(0, 256, 36, dtype=np.uint8)
+    bias = rng.integers(-5000, 5000, 36, dtype=np.int32)
+    attrs = {"group": 2, "pads": [1, 1, 0, 1], "strides": [1, 2]}
+    op = OPS["conv_integer"]
+    arrays = [x, w, xz, wz, bias]
+    checked, outs = op.prepare([TensorType.of(a.shape, a.dtype) for a in arrays], dict(attrs))
+    ins = [tensor(a, device) for a in arrays]
+    out = poisoned(device, outs[0])
+    try:
+        with tiles.forcing(edge):
+            defines = _tiled_defines(device, "conv_integer", arrays, attrs)
+            run("conv_integer", ins, out=[out], **attrs)
+        got = out.numpy()
+    finally:
+        for t in (*ins, out):
+            device.pool.free(t.buffer)
+    assert defines["TM"] == edge and defines["CINNER"] == int(channels % mm.BK == 0)
+    np.testing.assert_array_equal(got, op.reference(arrays, checked)[0])
+
+
+def _tiled_defines(device, name, shapes, attrs):
+    op = OPS[name]
+    types = [TensorType.of(s.shape, s.dtype) if isinstance(s, np.ndarray) else TensorType.of(s, np.float32)
+             for s in shapes]
     checked, outs = op.prepare(types, dict(attrs))
     plan = plan_for(op, device, types, outs, checked)
     specs = [s.spec for s in plan.steps if getattr(s, "spec", None) is not None and s.spec.shared]
@@ -137,6 +247,17 @@ def test_convolution_choice(device):
         assert device.info.device_type == "cpu"  # (the register-blocked kernels)
         return
     assert (defines["BK"], defines["STAGES"]) == ((8, 2) if glsl_gpu else (16, 1))
+    assert defines["CINNER"] == 1  # (64 channels: whole K slices within each tap)
+    assert _tiled_defines(device, "conv", [(4, 24, 28, 28), (64, 24, 3, 3)], {"pads": [1, 1, 1, 1]})["CINNER"] == int(
+        24 % defines["BK"] == 0)
+    assert _tiled_defines(device, "conv_transpose", [(4, 64, 14, 14), (64, 64, 3, 3)], {})["CINNER"] == 0
+
+
+def test_channels_inner_rule():
+    """K is walked tap by tap for forward convolutions whose group's channels are a multiple of the K slice."""
+    assert conv_ops.channels_inner(False, 64, 8) == 1 and conv_ops.channels_inner(False, 64, 32) == 1
+    assert conv_ops.channels_inner(False, 24, 16) == 0 and conv_ops.channels_inner(False, 3, 8) == 0
+    assert conv_ops.channels_inner(True, 64, 8) == 0
 
 
 @pytest.mark.parametrize("bad", [P(bk=4), P(bk=32), P(stages=3), P(swizzle=-1)])

@@ -170,19 +170,92 @@ class _ConvBase(Op):
         tiled = tiled_fits(info) and Mg >= 16 and NB * P >= 16
         depth = Cg * math.prod(w[2:])
         mma = tiled and _mm.takes_mma(info, elem) and _mm.mma_fits(Mg, NB * P, depth)
-        micro = _mm.micro_tile(info, Mg, NB * P, G, depth, elem, mma) if tiled else 4
+        splits = elem in _SPLIT_TYPES and depth >= 2 * SPLIT_LEAST * _mm.BK
+        micro = _mm.micro_tile(info, Mg, NB * P, G, depth, elem, mma, splits) if tiled else 4
         pipe = conv_pipeline(info, elem, micro, (Mg, NB * P, depth)) if tiled else _mm.Pipeline()
         tile = tiled_defines(micro, pipe.takes_runs(info), pipe.bk, _mm.unrolls_tiles(info)) + (
-            ("VEC", pipe.vec), ("STAGES", pipe.stages), ("MMA", pipe.mma))
+            ("VEC", pipe.vec), ("STAGES", pipe.stages), ("MMA", pipe.mma),
+            ("CINNER", channels_inner(self.transposed, Cg, pipe.bk)))
         defines = ((tile if tiled else ()) + window
                    + (("TRANSPOSED", int(self.transposed)), ("HAS_BIAS", int(has_bias)), ("INTEGER", 0)))
         spec = _conv_spec(self.name, f"tiled{micro}" if tiled else "direct", (elem, elem), has_bias, defines, epilogue)
         if tiled:
             ntiles = -(-Mg // (16 * micro)) * -(-(NB * P) // (16 * micro)) * G
-            groups = max(1, min(ntiles, info.max_work_groups[0], 65535 * 16))
+            split = conv_split(info, elem, ntiles, -(-depth // pipe.bk), micro)
+            groups = max(1, min(ntiles * split, info.max_work_groups[0], 65535 * 16))
+            if split > 1:
+                return _split_plan(self.name, info, elem, micro, defines + (("SPLIT", split),), split, groups,
+                                   sizes, has_bias, extra, epilogue)
             return Plan([Launch(spec, tuple(args), (groups * GROUP_SIZE,), (GROUP_SIZE,))])
         local = local_1d(info)
         return Plan([Launch(spec, tuple(args), groups_for(NB * G * Mg * P, local, info), (local,))])
+
+
+#: the tiled convolution splits K on GPUs where its tiles number fewer than SPLIT_BELOW per compute unit, into
+#: parts enough for SPLIT_FILL[micro-tile edge] groups per unit, each of SPLIT_LEAST slices or more, SPLIT_MOST
+#: parts at most.  H200, ResNet-50's 3x3 layers at 14 x 14 and 7 x 7, batch 16, float32, ms on NVIDIA's Vulkan /
+#: OpenCL: 256 channels at 64 x 64 tiles (196) 0.281 / 0.233 whole, 0.201-0.205 / 0.181-0.186 in 2, 4 or 8 parts;
+#: 512 channels at 128 x 128 tiles (28) 0.847 / 0.810 whole, 0.190 / 0.215 in 8 parts (cuDNN 0.161, 0.187)
+SPLIT_BELOW = 2
+SPLIT_FILL = {2: 8, 4: 6, 8: 2}
+SPLIT_LEAST = 16
+SPLIT_MOST = 16
+
+
+def conv_split(info: DeviceInfo, elem: str, tiles: int, slices: int, micro: int = 4) -> int:
+    """How many parts the tiled convolution splits K into (``conv_tiled.dlk``'s SPLIT; 1: none) for ``tiles``
+    output tiles of micro-tile edge ``micro`` and ``slices`` K slices each: on GPUs, for float types, where the tiles
+    alone leave compute units with too few groups to hide their loads (``SPLIT_BELOW``, ``SPLIT_FILL``,
+    ``SPLIT_LEAST``, ``SPLIT_MOST``)."""
+    if info.device_type != "gpu" or elem not in _SPLIT_TYPES or tiles >= SPLIT_BELOW * info.compute_units:
+        return 1
+    fill = SPLIT_FILL.get(micro, 4) * info.compute_units
+    return max(1, min(SPLIT_MOST, -(-fill // tiles), slices // SPLIT_LEAST))
+
+
+#: element types the tiled convolution splits K for (their parts summed in float32, float64 for f64)
+_SPLIT_TYPES = ("float", "f16", "bf16", "f64")
+
+
+def _split_plan(kind: str, info: DeviceInfo, elem: str, micro: int, defines: tuple[tuple[str, int], ...],
+                split: int, groups: int, sizes: Sequence[int], has_bias: bool, extra: Sequence[Any],
+                epilogue: Epilogue | None) -> Plan:
+    """A tiled convolution split along K in ``split`` parts: the tiled kernel writes each part's sums to a
+    scratch tensor, ``conv_split_sum.dlk`` adds them up with the bias and the epilogue into y."""
+    NB, _, Mg, G = sizes[:4]
+    P = math.prod(sizes[7:10])
+    total = NB * G * Mg * P
+    spec = _conv_spec(kind, f"tiled{micro}", (elem, elem), False,
+                      tuple((k, 0 if k == "HAS_BIAS" else v) for k, v in defines))
+    parts = [("in", 0), ("in", 1), ("tmp", 0)] + list(sizes)
+    sums = ([("tmp", 0)] + ([("in", 2)] if has_bias else []) + list(extra) + [("out", 0), total, P, G * Mg]
+            + list(epilogue.values if epilogue else ()))
+    local = local_1d(info)
+    return Plan([Launch(spec, tuple(parts), (groups * GROUP_SIZE,), (GROUP_SIZE,)),
+                 Launch(_split_sum_spec(elem, has_bias, split, epilogue), tuple(sums), groups_for(total, local, info),
+                        (local,))],
+                temps=[TensorType.of((split * total,), np.float64 if elem == "f64" else np.float32)])
+
+
+@functools.lru_cache(maxsize=64)
+def _split_sum_spec(elem: str, has_bias: bool, split: int, epilogue: Epilogue | None) -> KernelSpec:
+    """The kernel that adds a split convolution's parts (``conv_split_sum.dlk``), with the bias and epilogue."""
+    acc = "f64" if elem == "f64" else "float"
+    params = ([Param("part", acc)] + ([Param("bias", elem)] if has_bias else []) + list(epilogue.buffers if epilogue else ())
+              + [Param("y", elem, "out")] + [Param(n, "int", "scalar") for n in ("total", "P", "C")]
+              + list(epilogue.scalars if epilogue else ()))
+    source, extra = _mm.with_epilogue("conv_split_sum.dlk", epilogue)
+    name = (f"conv_split_sum{split}_{elem}{'_bias' if has_bias else ''}"
+            f"{f'_ep{epilogue.digest}' if epilogue else ''}")
+    return KernelSpec(name, tuple(params), source, elem=elem,
+                      defines=(("SPLIT", split), ("HAS_BIAS", int(has_bias))) + extra)
+
+
+def channels_inner(transposed: bool, channels: int, bk: int) -> int:
+    """1 where the tiled convolution walks K window tap by window tap, a group's input channels fastest
+    (``conv_tiled.dlk``'s CINNER): forward convolutions whose group has a multiple of the K slice ``bk`` of
+    input channels, so that a slice lies within one tap."""
+    return int(not transposed and channels % bk == 0)
 
 
 def register_block(channels: int, cols: int) -> tuple[int, int]:
@@ -281,15 +354,18 @@ def _conv_spec(kind: str, kernel: str, types: tuple[str, str], has_bias: bool,
         params.append(Param("bias", elem))
     params += list(epilogue.buffers) if epilogue else []
     shader, tiled, reads_y = _KERNELS[kernel.rstrip("0123456789")]
-    params.append(Param("y", elem, "inout" if reads_y else "out"))
+    given = dict(defines)
+    split = given.get("SPLIT", 1)
+    # (split along K: y is the scratch tensor of the parts' sums, in the accumulator type)
+    params.append(Param("y", ("f64" if elem == "f64" else "float") if split > 1 else elem, "inout" if reads_y else "out"))
     params += [Param(n, "int", "scalar") for n in _SCALARS]
     params += list(epilogue.scalars) if epilogue else []
     geometry = "_".join(str(v).replace("-", "m") for k, v in defines if k[0] in "KSPD" and k[1:] in "DHW")
-    given = dict(defines)
     pipe = _mm.Pipeline(bk=given.get("BK", _mm.BK), stages=given.get("STAGES", 1), vec=given.get("VEC", 0),
                         mma=given.get("MMA", 0))
     shape = (f"{given['TM']}x{given['TN']}{'c1' if given['C1'] else ''}" if kernel == "register"
-             else ("r" if given.get("RUNS") else "") + pipe.tag)
+             else ("r" if given.get("RUNS") else "") + pipe.tag + ("_ci" if given.get("CINNER") else "")
+             + (f"_sk{split}" if split > 1 else ""))
     name = (f"{kind}_{kernel}{shape}_{'_'.join(dict.fromkeys(types))}"
             f"{'_bias' if has_bias else ''}{f'_ep{epilogue.digest}' if epilogue else ''}_{geometry}")
     source, extra = _mm.with_epilogue(shader, epilogue)
@@ -680,7 +756,8 @@ class ConvInteger(Conv):
         wzs = zero_point_stride(self, inputs[3], inputs[1].shape[0], "w_zero_point")
         tiled = tiled_fits(info) and Mg >= 16 and NB * P >= 16
         micro = _mm.micro_tile(info, Mg, NB * P, G, sizes[1] * math.prod(inputs[1].shape[2:]), "int") if tiled else 4
-        tile = tiled_defines(micro, _mm.tile_runs(info), _mm.BK, _mm.unrolls_tiles(info)) if tiled else ()
+        tile = (tiled_defines(micro, _mm.tile_runs(info), _mm.BK, _mm.unrolls_tiles(info))
+                + (("CINNER", channels_inner(False, sizes[1], _mm.BK)),) if tiled else ())
         defines = tile + window + (
             ("TRANSPOSED", 0), ("HAS_BIAS", int(has_bias)), ("INTEGER", 1), ("WZS", wzs))
         spec = _conv_spec(self.name, f"tiled{micro}" if tiled else "direct",

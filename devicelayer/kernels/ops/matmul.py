@@ -65,14 +65,15 @@ CPU_MICRO_DEPTH, CPU_MICRO_OUTPUT = 32, 8192
 
 
 def micro_tile(info: DeviceInfo, rows: int, cols: int, batch: int, depth: int, elem: str = "float",
-               pipelined: bool = False) -> int:
+               pipelined: bool = False, splits: bool = False) -> int:
     """Micro-tile edge of the tiled kernels for a (rows x depth) @ (depth x cols) product repeated batch
     times.  The edge forced while a plan is measured (``tiles.forcing``) where shared memory takes it; else the
     static rule: 8 (128 x 128 tiles) on CPU devices for products deep and large enough, where shared memory
     takes them, and on GPUs for a GEMM with a GPU pipeline (``pipelined``) giving every compute unit a tile or
     more (H200, 2048^3: 256 tiles over 132 units, 0.49 ms against 0.62 at 64 x 64 on NVIDIA's OpenCL); 2 (32 x 32)
-    where 64 x 64 tiles would leave a GPU's compute units idle (fewer than two tiles each); else 4 (64 x 64).  The
-    product's work is noted for the tuner (``tiles.noting``)."""
+    where 64 x 64 tiles would leave a GPU's compute units idle (fewer than two tiles each) and the caller cannot
+    fill them by splitting K instead (``splits``: the tiled convolution, ``conv.conv_split``); else 4 (64 x 64).
+    The product's work is noted for the tuner (``tiles.noting``)."""
     _tiles.note(rows * cols * batch * max(depth, 1))
     chosen = _tiles.forced()
     if chosen in _tiles.MICRO_EDGES and info.local_memory >= tiled_shared_bytes(elem, chosen):
@@ -86,7 +87,7 @@ def micro_tile(info: DeviceInfo, rows: int, cols: int, batch: int, depth: int, e
             and -(-rows // 128) * -(-cols // 128) * batch >= max(1, info.compute_units)):
         return 8
     tiles = -(-rows // BM) * -(-cols // BN) * batch
-    return 2 if info.device_type == "gpu" and tiles < units else 4
+    return 2 if info.device_type == "gpu" and tiles < units and not splits else 4
 
 
 def tile_runs(info: DeviceInfo) -> bool:
