@@ -1,0 +1,18 @@
+#!/bin/bash
+# K walked tap by tap in the tiled convolution (CINNER): tests on the three NVIDIA devices, ResNet-50's convolution
+# geometries at b16 (float32 on vulkan:0 and opencl:0 with the edges; float16 on vulkan:0), ResNet-50 b16 old/new
+source .gpu/enter.sh; export XDG_RUNTIME_DIR=/tmp
+R=$OUT/res43; mkdir -p $R; cp .gpu/run43.sh .gpu/probe_conv32.py .gpu/model_conv.py $R/
+nvidia-smi --query-gpu=name,driver_version --format=csv > $R/gpu.txt 2>&1
+DEVICELAYER_TEST_DEVICES=cuda:0,opencl:0,vulkan:0 DEVICELAYER_CACHE=/tmp/dlc-t timeout 150 python3 -m pytest -q -p no:cacheprovider tests/test_tiled_pipelines.py tests/test_matrix_units.py > $R/tests.log 2>&1; echo "tests rc=$?" >> $R/rc.txt
+tail -1 $R/tests.log
+DEVICELAYER_CACHE=/tmp/dlc-p timeout 170 python3 .gpu/probe_conv32.py vulkan:0 opencl:0 --edges > $R/conv32.log 2>&1; echo "conv32 rc=$?" >> $R/rc.txt
+tail -2 $R/conv32.log
+DEVICELAYER_CACHE=/tmp/dlc-p16 timeout 60 python3 .gpu/probe_conv32.py vulkan:0 --dtype float16 > $R/conv16.log 2>&1; echo "conv16 rc=$?" >> $R/rc.txt
+tail -1 $R/conv16.log
+for d in vulkan:0 opencl:0; do for v in old new; do
+  f=""; [ $v = old ] && f="--old"
+  DEVICELAYER_CACHE=/tmp/dlc-m-$v-$d timeout 70 python3 .gpu/model_conv.py --device $d $f > $R/model-$d-$v.log 2>&1; echo "model $d $v rc=$?" >> $R/rc.txt
+done; done
+grep -h '"model"' $R/model-*.log; cat $R/rc.txt
+cd $OUT && tar -czf res43.tgz res43 && rm -rf res43
