@@ -165,6 +165,48 @@ def test_split_rule():
     # a deep convolution keeps 64 x 64 tiles where they are too few (the split fills the units), a shallow one 32 x 32
     assert mm.micro_tile(gpu, 256, 3136, 1, 2304, "float", False, True) == 4
     assert mm.micro_tile(gpu, 256, 3136, 1, 2304, "float", False, False) == 2
+    # unstrided 1x1 convolutions: the tiled convolution on GPUs, products on CPU devices and where it cannot run
+    assert not conv_ops.pointwise_products(gpu, 256, 3136)
+    assert conv_ops.pointwise_products(dataclasses.replace(gpu, device_type="cpu"), 256, 3136)
+    assert conv_ops.pointwise_products(dataclasses.replace(gpu, local_memory=4096), 256, 3136)
+
+
+#: unstrided 1x1 convolutions: a bias, groups, a summand and activation, 1-D, few positions an image
+POINTWISE = [
+    ("conv", [(3, 32, 7, 7), (40, 32, 1, 1), (40,)], {}),
+    ("conv", [(2, 32, 5, 6), (48, 16, 1, 1)], {"group": 2}),
+    ("conv", [(4, 64, 3, 3), (24, 64, 1, 1), (24,), (4, 24, 3, 3)], {"activation": "relu"}),
+    ("conv", [(2, 16, 33), (20, 16, 1)], {}),
+]
+
+
+@pytest.mark.parametrize("edge", EDGES)
+@pytest.mark.parametrize("case", range(len(POINTWISE)))
+def test_pointwise_on_the_tiled_convolution(device, rng, monkeypatch, case, edge):
+    """Unstrided 1x1 convolutions on the tiled convolution (GPUs take it there: ``conv.pointwise_products``),
+    split along K too, against float64 into poisoned outputs."""
+    _kernel_device(device)
+    name, shapes, attrs = POINTWISE[case]
+    if device.vendor_op(name) is not None:
+        pytest.skip(f"{device.id}'s vendor library takes {name}")
+    monkeypatch.setattr(conv_ops, "pointwise_products", lambda *args: False)
+    monkeypatch.setattr(conv_ops, "conv_split", lambda *args: 2 if edge == 4 else 1)
+    with tiles.forcing(edge):
+        steps = _plan_steps(device, name, shapes, attrs)
+        check_against_float64(device, rng, name, shapes, attrs)
+    assert steps[0].spec.name.startswith(f"conv_tiled{edge}") and len(steps) == (2 if edge == 4 else 1)
+
+
+def test_pointwise_rule(device):
+    """GPUs run unstrided 1x1 convolutions on the tiled convolution where it takes them; CPU devices as products."""
+    info = device.info
+    gpu = info.device_type == "gpu" and mm.tiled_fits(info)
+    assert conv_ops.pointwise_products(info, 64, 784) is not gpu
+    assert conv_ops.pointwise_products(info, 8, 784) and conv_ops.pointwise_products(info, 64, 9)
+    if info.kernel_language == "python" or device.vendor_op("conv") is not None:
+        return
+    steps = _plan_steps(device, "conv", [(2, 64, 14, 14), (128, 64, 1, 1)], {})
+    assert steps[0].spec.name.startswith("conv_tiled" if gpu else "gemm")
 
 
 def _plan_steps(device, name, shapes, attrs):
