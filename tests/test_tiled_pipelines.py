@@ -141,8 +141,10 @@ def test_split_convolution_in_half_precision(device, rng, monkeypatch):
         pytest.skip(f"{device.id} has no float16")
     monkeypatch.setattr(conv_ops, "conv_split", lambda *args: 5)
     with tiles.forcing(2):
+        steps = _plan_steps(device, "conv", [(2, 32, 7, 7), (40, 32, 3, 3), (40,)], {"pads": [1, 1, 1, 1]})
         check_against_float64(device, rng, "conv", [(2, 32, 7, 7), (40, 32, 3, 3), (40,)], {"pads": [1, 1, 1, 1]},
                               dtype=np.float16, tolerance=4e-3)
+    assert len(steps) == 2 and [p.type for p in steps[0].spec.params if p.name == "y"] == ["float"]
 
 
 def test_split_rule():

@@ -214,8 +214,8 @@ def conv_split(info: DeviceInfo, elem: str, tiles: int, slices: int, micro: int 
     return max(1, min(SPLIT_MOST, -(-fill // tiles), slices // SPLIT_LEAST))
 
 
-#: element types the tiled convolution splits K for (their parts summed in float32, float64 for f64)
-_SPLIT_TYPES = ("float", "f16", "bf16", "f64")
+#: element types the tiled convolution splits K for (the conv kernels' float types: their parts summed in float32)
+_SPLIT_TYPES = ("float", "f16")
 
 
 def _split_plan(kind: str, info: DeviceInfo, elem: str, micro: int, defines: tuple[tuple[str, int], ...],
@@ -235,14 +235,13 @@ def _split_plan(kind: str, info: DeviceInfo, elem: str, micro: int, defines: tup
     return Plan([Launch(spec, tuple(parts), (groups * GROUP_SIZE,), (GROUP_SIZE,)),
                  Launch(_split_sum_spec(elem, has_bias, split, epilogue), tuple(sums), groups_for(total, local, info),
                         (local,))],
-                temps=[TensorType.of((split * total,), np.float64 if elem == "f64" else np.float32)])
+                temps=[TensorType.of((split * total,), np.float32)])
 
 
 @functools.lru_cache(maxsize=64)
 def _split_sum_spec(elem: str, has_bias: bool, split: int, epilogue: Epilogue | None) -> KernelSpec:
     """The kernel that adds a split convolution's parts (``conv_split_sum.dlk``), with the bias and epilogue."""
-    acc = "f64" if elem == "f64" else "float"
-    params = ([Param("part", acc)] + ([Param("bias", elem)] if has_bias else [])
+    params = ([Param("part", "float")] + ([Param("bias", elem)] if has_bias else [])
               + list(epilogue.buffers if epilogue else ()) + [Param("y", elem, "out")]
               + [Param(n, "int", "scalar") for n in ("total", "P", "C")] + list(epilogue.scalars if epilogue else ()))
     source, extra = _mm.with_epilogue("conv_split_sum.dlk", epilogue)
@@ -368,9 +367,8 @@ def _conv_spec(kind: str, kernel: str, types: tuple[str, str], has_bias: bool,
     shader, tiled, reads_y = _KERNELS[kernel.rstrip("0123456789")]
     given = dict(defines)
     split = given.get("SPLIT", 1)
-    # (split along K: y is the scratch tensor of the parts' sums, in the accumulator type)
-    y_type = ("f64" if elem == "f64" else "float") if split > 1 else elem
-    params.append(Param("y", y_type, "inout" if reads_y else "out"))
+    # (split along K: y is the scratch tensor of the parts' float32 sums)
+    params.append(Param("y", "float" if split > 1 else elem, "inout" if reads_y else "out"))
     params += [Param(n, "int", "scalar") for n in _SCALARS]
     params += list(epilogue.scalars) if epilogue else []
     geometry = "_".join(str(v).replace("-", "m") for k, v in defines if k[0] in "KSPD" and k[1:] in "DHW")
