@@ -205,8 +205,8 @@ SPLIT_MOST = 16
 
 def conv_split(info: DeviceInfo, elem: str, tiles: int, slices: int, micro: int = 4) -> int:
     """How many parts the tiled convolution splits K into (``conv_tiled.dlk``'s SPLIT; 1: none) for ``tiles``
-    output tiles of micro-tile edge ``micro`` and ``slices`` K slices each: on GPUs, for float types, where the tiles
-    alone leave compute units with too few groups to hide their loads (``SPLIT_BELOW``, ``SPLIT_FILL``,
+    output tiles of micro-tile edge ``micro`` and ``slices`` K slices each: on GPUs, in float32 and float16, where
+    the tiles alone leave compute units with too few groups to hide their loads (``SPLIT_BELOW``, ``SPLIT_FILL``,
     ``SPLIT_LEAST``, ``SPLIT_MOST``)."""
     if info.device_type != "gpu" or elem not in _SPLIT_TYPES or tiles >= SPLIT_BELOW * info.compute_units:
         return 1
