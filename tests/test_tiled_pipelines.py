@@ -212,8 +212,10 @@ def test_pointwise_rule(device):
 
 
 def _plan_steps(device, name, shapes, attrs):
+    """The launches of ``name``'s plan on ``device`` for inputs of these shapes (float32) or arrays."""
     op = OPS[name]
-    types = [TensorType.of(s, np.float32) for s in shapes]
+    types = [TensorType.of(s.shape, s.dtype) if isinstance(s, np.ndarray) else TensorType.of(s, np.float32)
+             for s in shapes]
     checked, outs = op.prepare(types, dict(attrs))
     return [s for s in plan_for(op, device, types, outs, checked).steps if getattr(s, "spec", None) is not None]
 
@@ -248,12 +250,7 @@ def test_integer_convolution_tiles(device, rng, channels, edge):
 
 
 def _tiled_defines(device, name, shapes, attrs):
-    op = OPS[name]
-    types = [TensorType.of(s.shape, s.dtype) if isinstance(s, np.ndarray) else TensorType.of(s, np.float32)
-             for s in shapes]
-    checked, outs = op.prepare(types, dict(attrs))
-    plan = plan_for(op, device, types, outs, checked)
-    specs = [s.spec for s in plan.steps if getattr(s, "spec", None) is not None and s.spec.shared]
+    specs = [s.spec for s in _plan_steps(device, name, shapes, attrs) if s.spec.shared]
     return dict(specs[0].defines) if specs else None
 
 

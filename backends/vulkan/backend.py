@@ -290,7 +290,7 @@ class _Physical:
                       {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES})
         f11 = ffi.new("VkPhysicalDeviceVulkan11Features*",
                       {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, "pNext": f12})
-        cm = matrix.query_feature(f11) if matrix.EXTENSION in self.extensions else None
+        cm = matrix.feature_struct(f11) if matrix.EXTENSION in self.extensions else None
         f2 = ffi.new("VkPhysicalDeviceFeatures2*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                                     "pNext": cm if cm is not None else f11})
         lib.vkGetPhysicalDeviceFeatures2(pd, f2)
@@ -649,7 +649,7 @@ class VulkanDevice(Device):
             "shaderFloat16": F.get("shaderFloat16", False), "shaderInt8": F.get("shaderInt8", False),
             "storageBuffer8BitAccess": F.get("storageBuffer8BitAccess", False),
             "vulkanMemoryModel": bool(phys.matrix_units)})  # (cooperative-matrix shaders declare it)
-        cm = matrix.feature_struct(bool(phys.matrix_units), f12)
+        cm = matrix.feature_struct(f12, enable=True) if phys.matrix_units else None
         f11 = ffi.new("VkPhysicalDeviceVulkan11Features*", {
             "sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, "pNext": cm if cm is not None else f12,
             "storageBuffer16BitAccess": F.get("storageBuffer16BitAccess", False)})

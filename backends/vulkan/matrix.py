@@ -48,16 +48,9 @@ def units(instance, pd, extensions: set[str], features: dict[str, bool]) -> tupl
     return tuple(sorted(set(found)))
 
 
-def feature_struct(enabled: bool, next_struct):
-    """The ``VkPhysicalDeviceCooperativeMatrixFeaturesNV`` to chain at device creation (None when not enabled)."""
-    if not enabled:
-        return None
+def feature_struct(next_struct, enable: bool = False):
+    """A ``VkPhysicalDeviceCooperativeMatrixFeaturesNV`` chained before ``next_struct``: for
+    ``vkGetPhysicalDeviceFeatures2`` to fill in, or (``enable``) asking for the feature at device creation."""
     return ffi.new("VkPhysicalDeviceCooperativeMatrixFeaturesNV*", {
         "sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV, "pNext": next_struct,
-        "cooperativeMatrix": 1})
-
-
-def query_feature(next_struct):
-    """A ``VkPhysicalDeviceCooperativeMatrixFeaturesNV`` for ``vkGetPhysicalDeviceFeatures2``'s chain."""
-    return ffi.new("VkPhysicalDeviceCooperativeMatrixFeaturesNV*", {
-        "sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV, "pNext": next_struct})
+        "cooperativeMatrix": int(enable)})

@@ -179,7 +179,6 @@ class _ConvBase(Op):
             ("CINNER", channels_inner(self.transposed, Cg, pipe.bk)))
         defines = ((tile if tiled else ()) + window
                    + (("TRANSPOSED", int(self.transposed)), ("HAS_BIAS", int(has_bias)), ("INTEGER", 0)))
-        spec = _conv_spec(self.name, f"tiled{micro}" if tiled else "direct", (elem, elem), has_bias, defines, epilogue)
         if tiled:
             ntiles = -(-Mg // (16 * micro)) * -(-(NB * P) // (16 * micro)) * G
             split = conv_split(info, elem, ntiles, -(-depth // pipe.bk), micro)
@@ -187,6 +186,8 @@ class _ConvBase(Op):
             if split > 1:
                 return _split_plan(self.name, info, elem, micro, defines + (("SPLIT", split),), split, groups,
                                    sizes, has_bias, extra, epilogue)
+        spec = _conv_spec(self.name, f"tiled{micro}" if tiled else "direct", (elem, elem), has_bias, defines, epilogue)
+        if tiled:
             return Plan([Launch(spec, tuple(args), (groups * GROUP_SIZE,), (GROUP_SIZE,))])
         local = local_1d(info)
         return Plan([Launch(spec, tuple(args), groups_for(NB * G * Mg * P, local, info), (local,))])
