@@ -236,8 +236,8 @@ def test_choice_on_described_devices():
     assert _spec_defines(info, "matmul", [(4096, 4096), (4096, 4096)], {}, np.float32)["MMA"] == 0
     assert conv_ops.conv_pipeline(info, "f16", 8) == conv_ops.MMA_CONV_PIPELINE
     assert conv_ops.conv_pipeline(info, "f16", 4) == conv_ops.MMA_CONV_PIPELINE._replace(bk=mm.MMA_SMALL_BK)
-    assert conv_ops.conv_pipeline(info, "f16", 2) == conv_ops.GLSL_GPU_PIPELINE
-    assert conv_ops.conv_pipeline(info, "float", 8) == conv_ops.GLSL_GPU_PIPELINE
+    assert conv_ops.conv_pipeline(info, "f16", 2) == conv_ops.GPU_CONV_PIPELINE._replace(vec=0)
+    assert conv_ops.conv_pipeline(info, "float", 8) == conv_ops.GPU_CONV_PIPELINE
     # too little shared memory for the form's stages and scratch: the usual multiply
     tight = _info(local_memory=32768)
     assert mm.gemm_pipeline(tight, "f16", 8, 4096, 4096, 4096).mma == 0

@@ -84,13 +84,24 @@ def _check(g, plan, rng):
             np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-4)
 
 
-def _candidates(device):
-    """The shapes timed: the edges the device's shared memory takes, and the register-blocked kernels where they
-    are the static rule (CPU devices)."""
+def _candidates(device, op):
+    """The shapes timed for ``op``: the edges the device's shared memory takes (a convolution's rectangular
+    micro-tiles too), and the register-blocked kernels where they are the static rule (CPU devices)."""
     from devicelayer.kernels.ops.matmul import register_kernels, tiled_shared_bytes
 
     edges = [e for e in tiles.MICRO_EDGES if device.info.local_memory >= tiled_shared_bytes("float", e)]
-    return edges + ([tiles.REGISTER] if register_kernels(device.info) else [])
+    wide = [t for t in tiles.WIDE_TILES if device.info.local_memory >= tiled_shared_bytes("float", *t[:1], cols=t[1])]
+    return edges + (wide if op == "conv" else []) + ([tiles.REGISTER] if register_kernels(device.info) else [])
+
+
+def _all_candidates(device, ops):
+    """Every op's candidates, in one order (shapes mix ints and pairs)."""
+    return sorted((e for op in ops for e in _candidates(device, op)), key=str)
+
+
+def _shape(value):
+    """A stored shape as the tuner takes it (a rectangular micro-tile is kept as a JSON list)."""
+    return tuple(value) if isinstance(value, list) else value
 
 
 def _kernel_ops(device):
@@ -113,30 +124,30 @@ def test_a_plan_times_each_edge_once_keeps_the_fastest_and_a_later_plan_takes_it
     plan = g.compile([device])
     try:
         stored = _stored(device)
-        candidates = _candidates(device)
-        assert sorted(tuning) == sorted(candidates * len(ops))  # each edge timed once for each op
+        assert sorted(tuning, key=str) == _all_candidates(device, ops)  # each shape timed once for each op
         assert sorted(stored) == ops
-        for _, entry in stored.values():
-            assert entry["micro"] in candidates and entry["static"] in candidates
+        for op, (_, entry) in stored.items():
+            candidates = _candidates(device, op)
+            assert _shape(entry["micro"]) in candidates and _shape(entry["static"]) in candidates
             assert sorted(entry["times_ms"]) == sorted(str(e) for e in candidates)
             assert all(t is None or t > 0 for t in entry["times_ms"].values())
             fastest = min(entry["times_ms"].items(), key=lambda kv: kv[1] if kv[1] is not None else 1e30)
-            assert entry["micro"] in (entry["static"], int(fastest[0]))
-        assert _edges(plan) == {op: {entry["micro"]} for op, (_, entry) in stored.items()}
+            assert str(_shape(entry["micro"])) in (str(_shape(entry["static"])), fastest[0])
+        assert _edges(plan) == {op: {_shape(entry["micro"])} for op, (_, entry) in stored.items()}
         _check(g, plan, rng)
     finally:
         plan.release()
     # a later process (the choices read from the disk again), given another edge than the static one: no timing,
     # that edge, right results
-    for key, entry in stored.values():
-        entry["micro"] = next(e for e in candidates if e != entry["static"])
+    for op, (key, entry) in stored.items():
+        entry["micro"] = next(e for e in reversed(_candidates(device, op)) if e != _shape(entry["static"]))
         device._tuned(tile_tuning.KIND).put(key, entry)
     device._tuned_choices.clear()
     tuning.clear()
     again = g.compile([device])
     try:
         assert tuning == []
-        assert _edges(again) == {op: {entry["micro"]} for op, (_, entry) in stored.items()}
+        assert _edges(again) == {op: {_shape(entry["micro"])} for op, (_, entry) in stored.items()}
         _check(g, again, rng)
     finally:
         again.release()
@@ -154,8 +165,8 @@ def test_a_stored_choice_that_does_not_apply_is_timed_again(device, tuning, rng)
     tuning.clear()
     plan = g.compile([device])
     try:
-        assert sorted(tuning) == sorted(_candidates(device) * len(ops))
-        assert all(entry["micro"] in _candidates(device) for _, entry in _stored(device).values())
+        assert sorted(tuning, key=str) == _all_candidates(device, ops)
+        assert all(_shape(entry["micro"]) in _candidates(device, op) for op, (_, entry) in _stored(device).items())
         _check(g, plan, rng)
     finally:
         plan.release()
@@ -178,15 +189,18 @@ def test_nothing_is_timed_or_stored_with_timing_off_or_for_small_products(device
 
 
 def test_forcing_takes_only_the_edges_the_kernels_are_built_for():
-    with pytest.raises(ValueError, match="not one of"):
-        with tiles.forcing(3):
-            pass
+    for bad in (3, (8, 4), [4, 8], "4x8"):
+        with pytest.raises(ValueError, match="not one of"):
+            with tiles.forcing(bad):
+                pass
     assert tiles.forced() is None
     with tiles.forcing(8):
         with tiles.forcing(2):
             assert tiles.forced() == 2
             with tiles.forcing(tiles.REGISTER):
                 assert tiles.forced() == tiles.REGISTER
+            with tiles.forcing((4, 8)):
+                assert tiles.forced() == (4, 8)
             assert tiles.forced() == 2
         assert tiles.forced() == 8
     assert tiles.forced() is None
@@ -208,7 +222,7 @@ def test_by_default_only_gpus_time_tile_shapes(device, tuning, rng, monkeypatch)
     plan = g.compile([device])
     try:
         timed = device.info.device_type == "gpu"
-        assert sorted(tuning) == (sorted(_candidates(device) * len(ops)) if timed else [])
+        assert sorted(tuning, key=str) == (_all_candidates(device, ops) if timed else [])
         assert sorted(_stored(device)) == (ops if timed else [])
         _check(g, plan, rng)
     finally:

@@ -103,6 +103,66 @@ def test_convolutions(device, rng, case, form, edge):
         check_against_float64(device, rng, *CONVS[case])
 
 
+@pytest.mark.parametrize("form", ["plain", "gpu", "vectors-bands-of-3"])
+@pytest.mark.parametrize("case", [c for c in range(len(CONVS)) if c != 2])  # (2: 8 channels a group, not tiled)
+def test_wide_convolutions(device, rng, monkeypatch, case, form):
+    """The tiled convolution with rectangular micro-tiles of 4 x 8 (64 x 128 output tiles, ``tiles.WIDE_TILES``)
+    forced, with each pipeline (unstrided 1x1 layers too): against float64 into poisoned outputs; the plan's kernel
+    has the shape."""
+    _kernel_device(device)
+    name, shapes, attrs = CONVS[case]
+    if device.vendor_op(name) is not None:
+        pytest.skip(f"{device.id}'s vendor library takes {name}")
+    monkeypatch.setattr(conv_ops, "pointwise_products", lambda *args: False)
+    with tiles.forcing((4, 8)), mm.forcing_pipeline(PIPELINES[form]):
+        defines = _tiled_defines(device, name, shapes, attrs)
+        check_against_float64(device, rng, name, shapes, attrs)
+    assert (defines["TM"], defines["TN"], defines["BM"], defines["BN"]) == (4, 8, 64, 128)
+
+
+@pytest.mark.parametrize("split", [1, 3])
+def test_wide_convolution_in_half_precision(device, rng, monkeypatch, split):
+    """A float16 convolution on 4 x 8 micro-tiles (on matrix units where the device has them), whole and split in
+    3 parts: within float16's tolerance of float64."""
+    _kernel_device(device)
+    if device.vendor_op("conv") is not None:
+        pytest.skip(f"{device.id}'s vendor library takes conv")
+    if not device.info.supports("float16"):
+        pytest.skip(f"{device.id} has no float16")
+    monkeypatch.setattr(conv_ops, "conv_split", lambda *args: split)
+    case = ("conv", [(2, 64, 9, 10), (72, 64, 3, 3), (72,)], {"pads": [1, 1, 1, 1]})
+    with tiles.forcing((4, 8)):
+        steps = _plan_steps(device, case[0], [np.zeros(s, np.float16) for s in case[1]], case[2])
+        check_against_float64(device, rng, *case, dtype=np.float16, tolerance=4e-3)
+    assert dict(steps[0].spec.defines)["TN"] == 8 and len(steps) == (2 if split > 1 else 1)
+
+
+def test_wide_rule():
+    """GPUs take 4 x 8 micro-tiles for float32 and float16 convolutions of 64 channels or fewer a group whose
+    64 x 128 tiles fill the compute units; square ones elsewhere; a forced square edge stays square."""
+    gpu = DeviceInfo(id="vulkan:0", backend="vulkan", index=0, name="described", vendor="", device_type="gpu",
+                     driver_version="", api_version="", kernel_language="glsl", memory_total=1 << 34,
+                     max_allocation=1 << 32, compute_units=132, max_work_group_size=1024,
+                     max_work_item_sizes=(1024, 1024, 64), subgroup_size=32, local_memory=49152,
+                     dtypes=frozenset({"float16", "float32"}), unified_memory=False)
+    # (ResNet-50's 56 x 56 layers of 64 channels at batch 16 and 1)
+    assert conv_ops.wide_columns(gpu, "float", 4, 64, 16 * 3136, 1) == 8
+    assert conv_ops.wide_columns(gpu, "f16", 4, 64, 16 * 3136, 1) == 8
+    assert conv_ops.wide_columns(gpu, "float", 4, 64, 3136, 1) == 4
+    assert conv_ops.wide_columns(gpu, "float", 4, 128, 16 * 3136, 1) == 4
+    assert conv_ops.wide_columns(gpu, "float", 8, 64, 16 * 3136, 1) == 8
+    assert conv_ops.wide_columns(gpu, "f64", 4, 64, 16 * 3136, 1) == 4
+    assert conv_ops.wide_columns(dataclasses.replace(gpu, device_type="cpu"), "float", 4, 64, 16 * 3136, 1) == 4
+    micro, cols, _ = conv_ops.conv_tile(gpu, "float", (64, 16 * 3136, 576), 1, False, True)
+    assert (micro, cols) == (4, 8)
+    with tiles.forcing(4):
+        assert conv_ops.conv_tile(gpu, "float", (64, 16 * 3136, 576), 1, False, True)[:2] == (4, 4)
+    with tiles.forcing((4, 8)):
+        assert conv_ops.conv_tile(gpu, "float", (256, 784, 2304), 1, False, True)[:2] == (4, 8)
+        assert conv_ops.conv_tile(dataclasses.replace(gpu, local_memory=8192), "float", (256, 784, 2304), 1, False,
+                                  True)[:2] != (4, 8)
+
+
 #: convolutions split along K (``conv.conv_split``): a tap walked channel block by channel block with a bias, the
 #: summand Z and an activation (the sums' epilogue), element by element (3 channels a group, grouped, strided),
 #: transposed, 1-D; float16 parts summed in float32
@@ -277,21 +337,28 @@ def test_static_choices(device):
 
 
 def test_convolution_choice(device):
-    """GPUs compiling GLSL take two stages of 8-deep slices in the tiled convolution; other devices the plain one."""
+    """GPUs take two stages of 8-deep slices in the tiled convolution, with vector reads of runs at micro-tiles of 4
+    or more, and 4 x 8 micro-tiles for 64 channels at batch 16; other devices the plain pipeline."""
     _kernel_device(device)
-    glsl_gpu = device.info.device_type == "gpu" and device.info.kernel_language == "glsl"
-    assert conv_ops.conv_pipeline(device.info, "float", 4) == (conv_ops.GLSL_GPU_PIPELINE if glsl_gpu else P())
+    gpu = device.info.device_type == "gpu"
+    assert conv_ops.conv_pipeline(device.info, "float", 4) == (conv_ops.GPU_CONV_PIPELINE if gpu else P())
+    assert conv_ops.conv_pipeline(device.info, "float", 2) == (conv_ops.GPU_CONV_PIPELINE._replace(vec=0) if gpu
+                                                               else P())
+    assert conv_ops.conv_pipeline(device.info, "f64", 4) == P()
     if device.vendor_op("conv") is not None:
         return  # (the vendor library takes the convolution)
     defines = _tiled_defines(device, "conv", [(4, 64, 28, 28), (64, 64, 3, 3)], {"pads": [1, 1, 1, 1]})
     if defines is None:
         assert device.info.device_type == "cpu"  # (the register-blocked kernels)
         return
-    assert (defines["BK"], defines["STAGES"]) == ((8, 2) if glsl_gpu else (16, 1))
+    assert (defines["BK"], defines["STAGES"], defines["VEC"]) == ((8, 2, 1) if gpu else (16, 1, 0))
     assert defines["CINNER"] == 1  # (64 channels: whole K slices within each tap)
     assert _tiled_defines(device, "conv", [(4, 24, 28, 28), (64, 24, 3, 3)], {"pads": [1, 1, 1, 1]})["CINNER"] == int(
         24 % defines["BK"] == 0)
     assert _tiled_defines(device, "conv_transpose", [(4, 64, 14, 14), (64, 64, 3, 3)], {})["CINNER"] == 0
+    if gpu:  # (ResNet-50's 3x3 layer of 64 channels at batch 16: 64 x 128 tiles)
+        wide = _tiled_defines(device, "conv", [(16, 64, 56, 56), (64, 64, 3, 3)], {"pads": [1, 1, 1, 1]})
+        assert (wide["TM"], wide["TN"]) == (4, 8 if device.info.compute_units * 2 <= 392 else 4)
 
 
 def test_channels_inner_rule():

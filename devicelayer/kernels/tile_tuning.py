@@ -4,7 +4,8 @@ A plan's products and convolutions run on the tiled kernels (``ops/matmul.py``) 
 output tiles per work-group, or, on CPU devices, on the register-blocked kernels (``tiles.REGISTER``).  Which is
 fastest depends on the device and the geometry (a CPU device's registers, a GPU's compute units against the number
 of tiles, the depth of the product), so the first plan that meets a geometry of at least ``MIN_WORK``
-multiply-adds times the op once with each edge the device's shared memory takes (``tiles.MICRO_EDGES``), and with
+multiply-adds times the op once with each edge the device's shared memory takes (``tiles.MICRO_EDGES``; a tiled
+convolution also with the rectangular micro-tiles, ``tiles.WIDE_TILES``), and with
 the register-blocked kernels where they are the static rule, on scratch tensors of the call's types, and keeps the
 fastest; a later plan, in this process or another on the same device, driver and API, takes the stored choice
 without timing (``devicelayer.tuning``).  The static rule (``register_kernels``, ``micro_tile``) stays unless
@@ -68,15 +69,17 @@ def tuned_plan(op: Op, device: Device, ins: Sequence[TensorType], outs: Sequence
     if not isinstance(device, Device) or device.info.kernel_language == "python" or not work or max(work) < MIN_WORK:
         return plan
     default = edge_of(plan)
-    candidates = [e for e in tiles.MICRO_EDGES if _takes(replan, e)] + ([tiles.REGISTER] if default == tiles.REGISTER
-                                                                        else [])
+    candidates = ([e for e in tiles.MICRO_EDGES + tiles.WIDE_TILES if _takes(replan, e)]
+                  + ([tiles.REGISTER] if default == tiles.REGISTER else []))
     if len(candidates) < 2:
         return plan
     key = key_of(op, ins, outs, attrs)
     choices = device._tuned(KIND)
     stored = choices.get(key)
-    if isinstance(stored, dict) and stored.get("micro") in candidates:
-        return forced_plan(replan, int(stored["micro"]))
+    shape = stored.get("micro") if isinstance(stored, dict) else None
+    shape = tuple(shape) if isinstance(shape, list) else shape  # (a rectangular micro-tile, kept as a JSON list)
+    if shape in candidates:
+        return forced_plan(replan, shape)
     if not (enabled(device) if tune is None else tune):
         return plan
     times = {e: time_plan(op, device, ins, outs, attrs, forced_plan(replan, e)) for e in candidates}
@@ -89,7 +92,7 @@ def tuned_plan(op: Op, device: Device, ins: Sequence[TensorType], outs: Sequence
     return forced_plan(replan, best)
 
 
-def choose(times: Mapping[int, float], default: int | None) -> int | None:
+def choose(times: Mapping[tiles.Shape, float], default: tiles.Shape | None) -> tiles.Shape | None:
     """The shape to keep from seconds by shape (inf where it failed): the fastest, unless the static rule's
     ``default`` is within ``MARGIN`` of it; None where every shape failed."""
     finite = {e: t for e, t in times.items() if math.isfinite(t)}
@@ -101,27 +104,29 @@ def choose(times: Mapping[int, float], default: int | None) -> int | None:
     return best
 
 
-def forced_plan(replan: Callable[[], Plan], micro: int) -> Plan:
+def forced_plan(replan: Callable[[], Plan], micro: tiles.Shape) -> Plan:
     """``replan()`` with the kernel shape ``micro`` forced (a tiled edge where shared memory takes it)."""
     with tiles.forcing(micro):
         return replan()
 
 
-def _takes(replan: Callable[[], Plan], micro: int) -> bool:
+def _takes(replan: Callable[[], Plan], micro: tiles.Shape) -> bool:
     """Whether forcing ``micro`` gives a plan with that edge (the device's shared memory takes its tiles)."""
     return edge_of(forced_plan(replan, micro)) == micro
 
 
-def edge_of(plan: Plan) -> int | None:
+def edge_of(plan: Plan) -> tiles.Shape | None:
     """The kernel shape of the plan's product or convolution launches: ``tiles.REGISTER`` for the register-blocked
-    kernels, else the micro-tile edge of its tiled launches (their ``TM`` define); None where it has neither."""
+    kernels, else the micro-tile edge of its tiled launches (their ``TM`` define), or (rows, columns) where their
+    micro-tile is rectangular; None where it has neither."""
     for step in plan.steps:
         spec = getattr(step, "spec", None)
         defines = dict(getattr(spec, "defines", ()) or ())
         if tiles.REGISTER_DEFINE[0] in defines:
             return tiles.REGISTER
         if "TM" in defines and spec.shared:
-            return int(defines["TM"])
+            tm, tn = int(defines["TM"]), int(defines.get("TN", defines["TM"]))
+            return tm if tm == tn else (tm, tn)
     return None
 
 

@@ -172,21 +172,22 @@ class _ConvBase(Op):
         depth = Cg * math.prod(w[2:])
         mma = tiled and _mm.takes_mma(info, elem) and _mm.mma_fits(Mg, NB * P, depth)
         splits = elem in _SPLIT_TYPES and depth >= 2 * SPLIT_LEAST * _mm.BK
-        micro = _mm.micro_tile(info, Mg, NB * P, G, depth, elem, mma, splits) if tiled else 4
-        pipe = conv_pipeline(info, elem, micro, (Mg, NB * P, depth)) if tiled else _mm.Pipeline()
-        tile = tiled_defines(micro, pipe.takes_runs(info), pipe.bk, _mm.unrolls_tiles(info)) + (
+        micro, cols, pipe = (conv_tile(info, elem, (Mg, NB * P, depth), G, mma, splits) if tiled
+                             else (4, 4, _mm.Pipeline()))
+        tile = tiled_defines(micro, pipe.takes_runs(info), pipe.bk, _mm.unrolls_tiles(info), cols) + (
             ("VEC", pipe.vec), ("STAGES", pipe.stages), ("MMA", pipe.mma),
             ("CINNER", channels_inner(self.transposed, Cg, pipe.bk)))
         defines = ((tile if tiled else ()) + window
                    + (("TRANSPOSED", int(self.transposed)), ("HAS_BIAS", int(has_bias)), ("INTEGER", 0)))
         if tiled:
-            ntiles = -(-Mg // (16 * micro)) * -(-(NB * P) // (16 * micro)) * G
+            ntiles = -(-Mg // (16 * micro)) * -(-(NB * P) // (16 * cols)) * G
             split = conv_split(info, elem, ntiles, -(-depth // pipe.bk), micro)
             groups = max(1, min(ntiles * split, info.max_work_groups[0], 65535 * 16))
             if split > 1:
-                return _split_plan(self.name, info, elem, micro, defines + (("SPLIT", split),), split, groups,
-                                   sizes, has_bias, extra, epilogue)
-        spec = _conv_spec(self.name, f"tiled{micro}" if tiled else "direct", (elem, elem), has_bias, defines, epilogue)
+                return _split_plan(self.name, info, elem, tile_name(micro, cols), defines + (("SPLIT", split),),
+                                   split, groups, sizes, has_bias, extra, epilogue)
+        spec = _conv_spec(self.name, tile_name(micro, cols) if tiled else "direct", (elem, elem), has_bias, defines,
+                          epilogue)
         if tiled:
             return Plan([Launch(spec, tuple(args), (groups * GROUP_SIZE,), (GROUP_SIZE,))])
         local = local_1d(info)
@@ -204,6 +205,46 @@ SPLIT_LEAST = 16
 SPLIT_MOST = 16
 
 
+def conv_tile(info: DeviceInfo, elem: str, product: tuple[int, int, int], groups: int, mma: bool,
+              splits: bool) -> tuple[int, int, _mm.Pipeline]:
+    """The tiled convolution's micro-tile rows and columns and its pipeline (``conv_pipeline``) for an implicit
+    product of (output channels of a group, output positions, depth) repeated for ``groups``: a rectangular
+    micro-tile of ``tiles.WIDE_TILES`` forced on this thread where shared memory takes it, else the edge of
+    ``matmul.micro_tile`` (``mma``: the device may multiply on matrix units; ``splits``: K may be split), its
+    columns as ``wide_columns`` says."""
+    rows, positions, depth = product
+    micro = _mm.micro_tile(info, rows, positions, groups, depth, elem, mma, splits)
+    forced = _tiles.forced()
+    if forced in _tiles.WIDE_TILES:
+        tm, tn = forced
+        pipe = conv_pipeline(info, elem, tm, product)
+        if info.local_memory >= _mm.tiled_shared_bytes(elem, tm, pipe.bk, pipe.stages, bool(pipe.mma), tn):
+            return tm, tn, pipe
+    cols = micro if forced is not None else wide_columns(info, elem, micro, rows, positions, groups)
+    return micro, cols, conv_pipeline(info, elem, micro, product)
+
+
+#: the static rule's rectangular micro-tile on GPUs: 4 x 8 where a group has WIDE_ROWS output channels or fewer and
+#: the 64 x 128 tiles number WIDE_LEAST or more per compute unit
+WIDE_ROWS = 64
+WIDE_LEAST = 2
+
+
+def wide_columns(info: DeviceInfo, elem: str, micro: int, rows: int, positions: int, groups: int) -> int:
+    """The micro-tile columns of the tiled convolution at a micro-tile edge: twice the edge (``tiles.WIDE_TILES``)
+    on GPUs for float32 and float16 at edge 4 where a group's ``rows`` output channels are ``WIDE_ROWS`` or fewer
+    and the wide tiles over all ``positions`` fill the compute units (``WIDE_LEAST``); else the edge."""
+    if (info.device_type != "gpu" or elem not in _SPLIT_TYPES or micro != 4 or rows > WIDE_ROWS
+            or -(-positions // 128) * groups < WIDE_LEAST * info.compute_units):
+        return micro
+    return 8
+
+
+def tile_name(micro: int, cols: int) -> str:
+    """The tiled kernel's name part for a micro-tile: "tiled4", or "tiled4x8" where its columns differ."""
+    return f"tiled{micro}" if cols == micro else f"tiled{micro}x{cols}"
+
+
 def conv_split(info: DeviceInfo, elem: str, tiles: int, slices: int, micro: int = 4) -> int:
     """How many parts the tiled convolution splits K into (``conv_tiled.dlk``'s SPLIT; 1: none) for ``tiles``
     output tiles of micro-tile edge ``micro`` and ``slices`` K slices each: on GPUs, in float32 and float16, where
@@ -219,7 +260,7 @@ def conv_split(info: DeviceInfo, elem: str, tiles: int, slices: int, micro: int 
 _SPLIT_TYPES = ("float", "f16")
 
 
-def _split_plan(kind: str, info: DeviceInfo, elem: str, micro: int, defines: tuple[tuple[str, int], ...],
+def _split_plan(kind: str, info: DeviceInfo, elem: str, kernel: str, defines: tuple[tuple[str, int], ...],
                 split: int, groups: int, sizes: Sequence[int], has_bias: bool, extra: Sequence[Any],
                 epilogue: Epilogue | None) -> Plan:
     """A tiled convolution split along K in ``split`` parts: the tiled kernel writes each part's sums to a
@@ -227,7 +268,7 @@ def _split_plan(kind: str, info: DeviceInfo, elem: str, micro: int, defines: tup
     NB, _, Mg, G = sizes[:4]
     P = math.prod(sizes[7:10])
     total = NB * G * Mg * P
-    spec = _conv_spec(kind, f"tiled{micro}", (elem, elem), False,
+    spec = _conv_spec(kind, kernel, (elem, elem), False,
                       tuple((k, 0 if k == "HAS_BIAS" else v) for k, v in defines))
     parts = [("in", 0), ("in", 1), ("tmp", 0)] + list(sizes)
     sums = ([("tmp", 0)] + ([("in", 2)] if has_bias else []) + list(extra) + [("out", 0), total, P, G * Mg]
@@ -313,9 +354,12 @@ def _epilogue_attrs(op: Op, inputs: Sequence[TensorType], outputs: Sequence[Tens
     return _epilogue.check(op, outputs[0], extras, {"epilogue": tuple(steps), "epilogue_inputs": len(extras)})
 
 
-#: the tiled convolution's pipeline on GPUs that compile GLSL: K in slices of 8 through two shared stages (H200's
-#: Vulkan driver, ResNet-50's 3x3 convolutions at batch 16 4-8% faster; NVIDIA's OpenCL 5-55% slower with it)
-GLSL_GPU_PIPELINE = _mm.Pipeline(bk=8, stages=2)
+#: the tiled convolution's pipeline on GPUs: K in slices of 8 through two shared stages, the micro-tile as runs of 4
+#: read from shared memory as vectors (micro-tiles of 4 or more).  H200, ResNet-50's 53 convolutions at batch 16,
+#: float32, summed at the static tile rule: NVIDIA's OpenCL 6.86 -> 6.35 ms (K in slices of 16, one stage, no runs
+#: before); its Vulkan driver as fast as with slices of 8 and two stages alone at 64 x 64 tiles, 11% faster at
+#: 128 x 128 (7.95 -> 7.06 ms had every layer taken them)
+GPU_CONV_PIPELINE = _mm.Pipeline(bk=8, stages=2, vec=1, runs=1)
 #: the tiled convolution's MMA form (float16 on the device's matrix units, ``matmul.takes_mma``): K in slices of
 #: 32 through two shared stages at 128 x 128 tiles, of 16 at 64 x 64 (``matmul.mma_pipeline``; H200, ResNet-50's
 #: 3x3 and 7x7 convolutions at batch 16 and 64 x 64 tiles, five geometries: 1.36 against 1.38 ms in all)
@@ -328,10 +372,10 @@ def conv_pipeline(info: DeviceInfo, elem: str, micro: int,
     shared stages, runs, vector reads (micro-tiles of 4 or more) and MMA form of the pipeline forced on this thread
     (``matmul.forcing_pipeline``), else ``MMA_CONV_PIPELINE`` (``matmul.mma_pipeline``) where the device multiplies
     float16 on matrix units with micro-tiles of 4 or 8 and the implicit ``product`` (output channels of a group,
-    output positions, depth) is large enough (``matmul.mma_fits``), else ``GLSL_GPU_PIPELINE`` on GPUs compiling
-    GLSL, else the plain one.  A forced pipeline takes the MMA form wherever the device and tile take it, the product
-    large enough or not; one the device or tile cannot take is the same pipeline with K slices of 16 on the usual
-    multiply."""
+    output positions, depth) is large enough (``matmul.mma_fits``), else ``GPU_CONV_PIPELINE`` on GPUs (its vector
+    reads at micro-tiles of 4 or more), else the plain one.  A forced pipeline takes the MMA form wherever the device
+    and tile take it, the product large enough or not; one the device or tile cannot take is the same pipeline with
+    K slices of 16 on the usual multiply."""
     forced = _mm.forced_pipeline()
     mma = _mm.mma_applies(info, elem, micro, forced is not None or _mm.mma_fits(*product))
     if forced is not None:
@@ -340,8 +384,8 @@ def conv_pipeline(info: DeviceInfo, elem: str, micro: int,
         return pipe if mma else _mm.without_mma(pipe)
     if mma:
         return _mm.mma_pipeline(MMA_CONV_PIPELINE, micro)
-    if info.device_type == "gpu" and info.kernel_language == "glsl" and elem != "f64":
-        return GLSL_GPU_PIPELINE
+    if info.device_type == "gpu" and elem != "f64":
+        return GPU_CONV_PIPELINE._replace(vec=int(micro >= 4))
     return _mm.Pipeline()
 
 
@@ -365,7 +409,7 @@ def _conv_spec(kind: str, kernel: str, types: tuple[str, str], has_bias: bool,
     if has_bias:
         params.append(Param("bias", elem))
     params += list(epilogue.buffers) if epilogue else []
-    shader, tiled, reads_y = _KERNELS[kernel.rstrip("0123456789")]
+    shader, tiled, reads_y = _KERNELS[kernel.rstrip("0123456789x")]
     given = dict(defines)
     split = given.get("SPLIT", 1)
     # (split along K: y is the scratch tensor of the parts' float32 sums)
@@ -384,7 +428,8 @@ def _conv_spec(kind: str, kernel: str, types: tuple[str, str], has_bias: bool,
     defines += extra
     if tiled:
         micro = given["TM"]
-        shared = integer_shared(micro) if integer else tiled_shared(elem, micro, pipe.bk, pipe.stages, bool(pipe.mma))
+        shared = (integer_shared(micro) if integer
+                  else tiled_shared(elem, micro, pipe.bk, pipe.stages, bool(pipe.mma), given["TN"]))
         return KernelSpec(name, tuple(params), source, elem=elem, shared=shared, local_size=(GROUP_SIZE,),
                           defines=defines)
     return KernelSpec(name, tuple(params), source, elem=elem, defines=defines)

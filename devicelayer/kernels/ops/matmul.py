@@ -98,10 +98,13 @@ def tile_runs(info: DeviceInfo) -> bool:
     return info.device_type == "cpu" or info.kernel_language == "glsl"
 
 
-def tiled_defines(micro: int, runs: bool = False, bk: int = BK, unroll: bool = False) -> tuple[tuple[str, int], ...]:
-    """Tile-shape defines of the tiled kernels for a micro-tile edge, layout (``tile_runs``) and K slice, and
-    whether their fixed loops carry the UNROLL hint (``unrolls_tiles``)."""
-    return (("TM", micro), ("TN", micro), ("BM", 16 * micro), ("BN", 16 * micro), ("BK", bk), ("RUNS", int(runs)),
+def tiled_defines(micro: int, runs: bool = False, bk: int = BK, unroll: bool = False,
+                  cols: int | None = None) -> tuple[tuple[str, int], ...]:
+    """Tile-shape defines of the tiled kernels for a micro-tile edge (its columns ``cols`` where they differ: the
+    tiled convolution's ``tiles.WIDE_TILES``), layout (``tile_runs``) and K slice, and whether their fixed loops
+    carry the UNROLL hint (``unrolls_tiles``)."""
+    cols = micro if cols is None else cols
+    return (("TM", micro), ("TN", cols), ("BM", 16 * micro), ("BN", 16 * cols), ("BK", bk), ("RUNS", int(runs)),
             ("UNROLL_TILES", int(unroll)))
 
 
@@ -113,17 +116,19 @@ def unrolls_tiles(info: DeviceInfo) -> bool:
     return info.device_type == "gpu"
 
 
-def tiled_shared(elem: str, micro: int, bk: int = BK, stages: int = 1,
-                 mma: bool = False) -> tuple[tuple[str, str, int], ...]:
+def tiled_shared(elem: str, micro: int, bk: int = BK, stages: int = 1, mma: bool = False,
+                 cols: int | None = None) -> tuple[tuple[str, str, int], ...]:
     """Shared-memory staging of the tiled kernels (rows padded by 4 against bank conflicts, keeping them 16-byte
-    aligned; ``stages`` slices of ``bk``); ``mma``: the MMA form's, slices staged in the element type (A's as rows of
-    ``bk``; rows padded by 8) and each subgroup's float scratch of 16 x 20 (``tile_layout.dlk``)."""
+    aligned; ``stages`` slices of ``bk``; B's rows of ``cols`` micro-tile columns where they differ from the edge);
+    ``mma``: the MMA form's, slices staged in the element type (A's as rows of ``bk``; rows padded by 8) and each
+    subgroup's float scratch of 16 x 20 (``tile_layout.dlk``)."""
+    cols = micro if cols is None else cols
     if mma:
-        stage = 16 * micro * (bk + 8), bk * (16 * micro + 8)
+        stage = 16 * micro * (bk + 8), bk * (16 * cols + 8)
         return ((elem, "sa", stages * stage[0]), (elem, "sb", stages * stage[1]),
                 ("float", "sc", (GROUP_SIZE // MMA_SUBGROUP) * 16 * 20))
     acc = "f64" if elem == "f64" else "float"
-    return ((acc, "sa", stages * bk * (16 * micro + 4)), (acc, "sb", stages * bk * (16 * micro + 4)))
+    return ((acc, "sa", stages * bk * (16 * micro + 4)), (acc, "sb", stages * bk * (16 * cols + 4)))
 
 
 class Pipeline(NamedTuple):
@@ -280,10 +285,12 @@ def gemm_pipeline(info: DeviceInfo, elem: str, micro: int, M: int, N: int, K: in
                       vload=int(bool(p.vload) and aligned and words and info.view_alignment % 16 == 0))
 
 
-def tiled_shared_bytes(elem: str, micro: int, bk: int = BK, stages: int = 1, mma: bool = False) -> int:
+def tiled_shared_bytes(elem: str, micro: int, bk: int = BK, stages: int = 1, mma: bool = False,
+                       cols: int | None = None) -> int:
     """Bytes of shared memory the tiled kernels stage for an element type and micro-tile edge (and a pipeline's K
-    slice, stages and MMA form)."""
-    return sum(count * np.dtype(TYPES[kind]).itemsize for kind, _, count in tiled_shared(elem, micro, bk, stages, mma))
+    slice, stages and MMA form, and the micro-tile's columns where they differ from its edge)."""
+    return sum(count * np.dtype(TYPES[kind]).itemsize
+               for kind, _, count in tiled_shared(elem, micro, bk, stages, mma, cols))
 
 _SCALARS = ("M", "N", "K", "s_am", "s_ak", "s_bk", "s_bn", "nbatch", "nb1", "s_a0", "s_a1", "s_b0", "s_b1",
             "off_a", "off_b", "off_y")
