@@ -25,6 +25,7 @@ from ..kernels.runner import record
 from ..memory import Buffer, MemoryPool
 from ..recording import Recording
 from ..tensors import Tensor
+from ..hostcopy import copy_into
 from ..transfer import copy_between
 from .ir import Node
 from .memory import nbytes as _nbytes
@@ -162,7 +163,7 @@ def run_direct(direct: Direct, feeds: Mapping[int, Any], node_events: list[tuple
     if direct.last is not None and not direct.last.done:
         direct.last.wait()
     for v_id, arr in direct.inputs:
-        np.copyto(arr, feeds[v_id], casting="no")
+        copy_into(arr, feeds[v_id])
     seg = direct.segment
     ev = direct.last = seg.recording.replay()
     node_events.extend(zip(seg.nodes, itertools.repeat(ev)))
@@ -233,7 +234,7 @@ def run(replay: Replay, feeds: Mapping[int, Any], types: Mapping[int, Any], to_n
                 ready[key] = copy_between(dst.view(0, n, np.uint8), x.buffer.view(0, n, np.uint8),
                                           [x.ready] + after(dev))
             elif stage is not None:  # copied here, on the caller's thread, then one DMA from pinned memory
-                np.copyto(stage, np.asarray(x).reshape(stage.shape), casting="no")
+                copy_into(stage, np.asarray(x).reshape(stage.shape))
                 ready[key] = dev.pool.upload(dst.view(0, n, stage.dtype), stage.reshape(-1), after(dev))
                 replay.staging[key] = (stage, ready[key])
             else:
@@ -317,7 +318,7 @@ def _collect_into(results: dict[str, Any], replay: Replay, feeds: Mapping[int, A
     for e in pending:
         e.wait()
     for out, stage in staged:
-        np.copyto(out, stage)
+        copy_into(out, stage)
     return results
 
 

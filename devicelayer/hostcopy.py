@@ -1,0 +1,42 @@
+"""Copies between large host arrays split across a few threads.
+
+One thread's copy is bound by what one core can move (about 9-13 GB/s), so staging a batch of images into pinned
+memory before its DMA took longer than the DMA itself: ResNet-50's batch-16 input of 9.6 MB took 0.7-1.1 ms to
+upload on an H200 machine.  NumPy's copies release the interpreter lock, so pieces of one copy run at once on
+``MOST_THREADS`` threads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import cpus
+from .threads import DaemonPool
+
+#: arrays smaller than this are copied on the calling thread alone (a hand-off costs more than it saves)
+PARALLEL_LEAST = 4 << 20
+#: the least bytes a piece of a split copy holds
+PIECE_LEAST = 1 << 20
+#: the most threads one copy runs on, the caller's included
+MOST_THREADS = 4
+
+_pool = DaemonPool(MOST_THREADS - 1, "devicelayer-copy")
+
+
+def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
+    """``np.copyto(dst, src, casting="no")``; where both are C-contiguous arrays of one shape and type of
+    ``PARALLEL_LEAST`` bytes or more, in pieces on up to ``MOST_THREADS`` threads (no more than the process's CPUs)."""
+    threads = min(MOST_THREADS, cpus.count(), dst.nbytes // PIECE_LEAST)
+    if (dst.nbytes < PARALLEL_LEAST or threads < 2 or dst.shape != src.shape or dst.dtype != src.dtype
+            or not (dst.flags.c_contiguous and src.flags.c_contiguous) or np.may_share_memory(dst, src)):
+        np.copyto(dst, src, casting="no")
+        return
+    to, frm = dst.reshape(-1), src.reshape(-1)
+    bounds = [to.size * i // threads for i in range(threads + 1)]
+    pieces = [(to[a:b], frm[a:b]) for a, b in zip(bounds, bounds[1:])]
+    futures = [_pool.submit(np.copyto, d, s) for d, s in pieces[1:]]
+    try:
+        np.copyto(*pieces[0])
+    finally:
+        for f in futures:  # (every piece finished before the caller reads dst or frees src)
+            f.result()
