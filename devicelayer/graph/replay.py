@@ -19,13 +19,13 @@ import numpy as np
 from ..device import Device
 from ..errors import DeviceLayerError, GraphError
 from ..events import Event
+from ..hostcopy import copy_into
 from ..interrupts import protected
 from ..kernels.op import get
 from ..kernels.runner import record
 from ..memory import Buffer, MemoryPool
 from ..recording import Recording
 from ..tensors import Tensor
-from ..hostcopy import copy_into
 from ..transfer import copy_between
 from .ir import Node
 from .memory import nbytes as _nbytes

@@ -224,20 +224,22 @@ def conv_tile(info: DeviceInfo, elem: str, product: tuple[int, int, int], groups
     return micro, cols, conv_pipeline(info, elem, micro, product)
 
 
-#: the static rule's rectangular micro-tile on GPUs: 4 x 8 where a group has WIDE_ROWS output channels or fewer and
-#: the 64 x 128 tiles number WIDE_LEAST or more per compute unit
+#: the static rule's rectangular micro-tile on GPUs: ``tiles.WIDE_TILES``'s (4 x 8) where a group has WIDE_ROWS
+#: output channels or fewer and its tiles (64 x 128) number WIDE_LEAST or more per compute unit
 WIDE_ROWS = 64
 WIDE_LEAST = 2
 
 
 def wide_columns(info: DeviceInfo, elem: str, micro: int, rows: int, positions: int, groups: int) -> int:
-    """The micro-tile columns of the tiled convolution at a micro-tile edge: twice the edge (``tiles.WIDE_TILES``)
-    on GPUs for float32 and float16 at edge 4 where a group's ``rows`` output channels are ``WIDE_ROWS`` or fewer
-    and the wide tiles over all ``positions`` fill the compute units (``WIDE_LEAST``); else the edge."""
-    if (info.device_type != "gpu" or elem not in _SPLIT_TYPES or micro != 4 or rows > WIDE_ROWS
-            or -(-positions // 128) * groups < WIDE_LEAST * info.compute_units):
+    """The micro-tile columns of the tiled convolution at a micro-tile edge: those of ``tiles.WIDE_TILES``'s
+    micro-tile on GPUs for float32 and float16 at its edge, where a group's ``rows`` output channels are
+    ``WIDE_ROWS`` or fewer and its tiles over all ``positions`` fill the compute units (``WIDE_LEAST``); else the
+    edge."""
+    tm, tn = _tiles.WIDE_TILES[0]
+    if (info.device_type != "gpu" or elem not in _SPLIT_TYPES or micro != tm or rows > WIDE_ROWS
+            or -(-positions // (16 * tn)) * groups < WIDE_LEAST * info.compute_units):
         return micro
-    return 8
+    return tn
 
 
 def tile_name(micro: int, cols: int) -> str:
@@ -257,6 +259,7 @@ def conv_split(info: DeviceInfo, elem: str, tiles: int, slices: int, micro: int 
 
 
 #: element types the tiled convolution splits K for (the conv kernels' float types: their parts summed in float32)
+#: and takes wide micro-tiles for
 _SPLIT_TYPES = ("float", "f16")
 
 
@@ -817,7 +820,7 @@ class ConvInteger(Conv):
                 + (("CINNER", channels_inner(False, sizes[1], _mm.BK)),) if tiled else ())
         defines = tile + window + (
             ("TRANSPOSED", 0), ("HAS_BIAS", int(has_bias)), ("INTEGER", 1), ("WZS", wzs))
-        spec = _conv_spec(self.name, f"tiled{micro}" if tiled else "direct",
+        spec = _conv_spec(self.name, tile_name(micro, micro) if tiled else "direct",
                           (dialect_type(inputs[0].dtype), dialect_type(inputs[1].dtype)), has_bias, defines)
         args = tuple([("in", i) for i in range(len(inputs))] + [("out", 0)] + sizes)
         if tiled:
