@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import devicelayer as dl
+from devicelayer.memory import settle
 from kernels import INCREMENT, SCALE_ADD, source
 
 POISON = 0x7F  # bytes written into every destination before a run, so unwritten elements show
@@ -44,6 +45,7 @@ def test_info_is_complete(device):
 @pytest.mark.parametrize("nbytes", [1, 4, 4097, (1 << 20) + 3])
 def test_allocate_free_accounting(device, nbytes):
     pool = device.pool
+    assert settle()  # earlier tests' dropped buffers released now, not while this one counts
     before_bytes, before_live = pool.allocated_bytes, pool.live_buffers
     buf = pool.allocate(nbytes)
     assert buf.nbytes == nbytes and not buf.freed
@@ -272,6 +274,7 @@ def test_chain_alternating_between_backends(device):
 def test_free_waits_for_pending_work(device):
     prog = device.compile(source(INCREMENT, device), "increment")
     pool = device.pool
+    assert settle()
     before = pool.live_buffers
     buf = upload(device, np.zeros(32, np.int32))
     gate = dl.UserEvent()

@@ -20,6 +20,7 @@ import pytest
 
 import devicelayer as dl
 from devicelayer.kernels.op import OPS, register
+from devicelayer.memory import settle
 from kernels import INCREMENT, SPIN, source
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -178,6 +179,7 @@ def test_kernel_failing_mid_graph_names_its_op_and_the_plan_runs_again(device, a
         assert "armed op exploded" in str(info.value) and time.perf_counter() - t0 < 30
         armed_op.armed = False
         np.testing.assert_allclose(plan(x=xv)["y"], want, rtol=1e-5, atol=1e-6)
+        assert settle()  # what the failed run and earlier tests dropped is released before counting
         live = live or _live(devices)
         assert _live(devices) == live  # failed runs leave no buffers behind
     plan.release()
@@ -213,6 +215,7 @@ def test_input_failing_mid_run_fails_the_run_fast_and_the_plan_recovers(device):
     want = 1 / (1 + np.exp(-(1 + zv.astype(np.float64))))
     np.testing.assert_allclose(plan(x=np.ones(64, np.float32), z=dl.Tensor(zbuf, (64,), np.float32))["y"], want,
                                rtol=1e-5)
+    assert settle()  # earlier tests' dropped buffers released now, not while this one counts
     live = device.pool.live_buffers
     for _ in range(2):
         t0 = time.perf_counter()
@@ -261,6 +264,7 @@ def test_work_gated_on_an_event_never_completed_times_out_then_the_device_works(
     pool = device.pool
     prog = device.compile(source(INCREMENT, device), "increment")
     gate = dl.UserEvent("gate the host never opens")
+    assert settle()
     live = pool.live_buffers
     buf = pool.allocate(256, np.int32)
     other = pool.allocate(256, np.int32)
