@@ -282,7 +282,7 @@ class HostDevice(Device):
 
     def vendor_op(self, name: str) -> Any:
         """oneDNN for float32 convolutions, pools, batch and layer normalization, channel shuffles, large transposes,
-        additions, subtractions, products and quotients, concatenation, activations and other elementwise functions
+        additions, subtractions, products and quotients, chains of elementwise steps, concatenation, activations and other elementwise functions
         (``eltwise``), softmax, matrix products, attention, LSTM and GRU layers where it is installed; NumPy for the
         rest."""
         if host_dnnl.library() is None:
@@ -304,6 +304,10 @@ class HostDevice(Device):
             from .binary import OnednnBinary
 
             return OnednnBinary(self, name, f"oneDNN {host_dnnl.version()}")
+        if name == "fused_elementwise":
+            from .fused import OnednnFused
+
+            return OnednnFused(self, name, f"oneDNN {host_dnnl.version()}")
         if name == "transpose":
             from .transpose import OnednnTranspose
 

@@ -1,5 +1,5 @@
-"""oneDNN pooling, batch and layer normalization, channel shuffle, concatenation, eltwise, softmax, matmul and
-attention layers for the host backend (ctypes).
+"""oneDNN pooling, batch and layer normalization, channel shuffle, concatenation, eltwise, elementwise chain,
+softmax, matmul and attention layers for the host backend (ctypes).
 
 Each layer is one primitive built for fixed layouts: it reads its inputs in the
 layout they are in (NCHW or channels-last, as the plan negotiated) and writes
@@ -268,6 +268,39 @@ def post_op_attr(layer: Layer, post: Sequence[tuple]) -> tuple[Any, list[tuple[i
         posts.append(((k + 1) * _POST_OP_ARG | ARG_SRC_1, layer._memory(md)))
     check(lib, lib.dnnl_primitive_attr_set_post_ops(attr, ops), "dnnl_primitive_attr_set_post_ops")
     return attr, posts
+
+
+class ChainLayer(Layer):
+    """A chain of elementwise steps over plain row-major float32 tensors as one oneDNN primitive: its first step,
+    ("binary", algorithm, B's shape) of A, of Y's shape, and B broadcast along its axes of one element, or
+    ("eltwise", algorithm, alpha, beta) of A; then ``post`` in order (``post_op_attr``)."""
+
+    def __init__(self, y: Sequence[int], first: tuple, post: Sequence[tuple]) -> None:
+        super().__init__()
+        md_y = self._strided_md(y, dense(y))
+        attr, posts = post_op_attr(self, post)
+        kind, alg, *rest = first
+        pd = ctypes.c_void_p()
+        self.m_a, self.m_y = self._memory(md_y), self._memory(md_y)
+        sources = [(ARG_SRC, self.m_a)]
+        if kind == "binary":
+            md_b = self._strided_md(rest[0], dense(rest[0]))
+            check(self.lib, self.lib.dnnl_binary_primitive_desc_create(
+                ctypes.byref(pd), self.eng.engine, alg, md_y, md_b, md_y, attr), "dnnl_binary_primitive_desc_create")
+            sources.append((ARG_SRC_1, self._memory(md_b)))
+        else:
+            check(self.lib, self.lib.dnnl_eltwise_forward_primitive_desc_create(
+                ctypes.byref(pd), self.eng.engine, FORWARD_INFERENCE, alg, md_y, md_y, rest[0], rest[1], attr),
+                "dnnl_eltwise_forward_primitive_desc_create")
+        self._described(pd)
+        self.m_tensors = [m for _, m in sources[1:]] + [m for _, m in posts]
+        self.forward = (self._primitive(pd), self._args([*sources, (ARG_DST, self.m_y), *posts]
+                                                        + self._scratchpad(pd)))
+
+    def _steps(self, a: int, tensors: Sequence[int], y: int) -> list[Step]:
+        """Y = post(first(A[, B])) at these addresses, ``tensors`` B's (for a binary first step), then those of
+        the binary post-ops in order."""
+        return [(self.forward, {self.m_a: a, self.m_y: y, **dict(zip(self.m_tensors, tensors))}, "chain")]
 
 
 class MatmulLayer(Layer):
