@@ -66,7 +66,7 @@ CHAINS = [
      _steps(("mul", {}, (0, 1)), ("add", {}, (3, 2))), 0.0),
     ("bias_then_scale", [(1, 200, 192), (192,), ()],
      _steps(("add", {}, (0, 1)), ("mul", {}, (3, 2))), 0.0),
-    ("sub_div_tanh", [(3, 120, 100), (1, 120, 1), (100,)],
+    ("sub_div_tanh", [(3, 120, 100), (1, 120, 1), (120, 1)],
      _steps(("sub", {}, (0, 1)), ("div", {}, (3, 2)), ("tanh", {}, (4,))), 3.0),
     ("unary_first_then_binary", [(2, 64, 18, 18), (1, 64, 1, 1), (2, 64, 18, 18)],
      _steps(("elu", {"alpha": 0.7}, (0,)), ("mul", {}, (3, 1)), ("hard_swish", {}, (4,)), ("sub", {}, (5, 2))), 0.0),
@@ -128,7 +128,8 @@ def test_an_output_over_an_input_is_still_right(over, rng):
 
 def test_chains_it_does_not_take_run_numpys_form(rng):
     """An intermediate output, a step reading an earlier step than the one before or the one before twice, sub
-    with the full operand second, float16, a tensor small enough for the calling thread: the NumPy form, right."""
+    with the full operand second, float16, a tensor small enough for the calling thread, a post-op operand oneDNN
+    broadcasts only in its reference form: the NumPy form, right."""
     x, c = _f32(rng, 3, 100, 150), _f32(rng, 150)
     cases = [
         ([x, c], _steps(("add", {}, (0, 1)), ("tanh", {}, (2,))), (0, 1)),
@@ -137,6 +138,8 @@ def test_chains_it_does_not_take_run_numpys_form(rng):
         ([c, x], _steps(("sub", {}, (0, 1)), ("exp", {}, (2,))), (1,)),
         ([x.astype(np.float16), c.astype(np.float16)], _steps(("add", {}, (0, 1)), ("tanh", {}, (2,))), (1,)),
         ([x[:1, :10], c], _steps(("add", {}, (0, 1)), ("tanh", {}, (2,))), (1,)),
+        # a row operand after the first step: oneDNN has only its reference form for that broadcast
+        ([x, c, c], _steps(("add", {}, (0, 1)), ("mul", {}, (3, 2))), (1,)),
     ]
     for arrays, steps, outputs in cases:
         assert not _routed(arrays, steps, outputs), steps

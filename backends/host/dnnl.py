@@ -265,6 +265,13 @@ def dense(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(int(np.prod(shape[k + 1:])) for k in range(len(shape)))
 
 
+def last_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """The strides, in elements, of an (N, C, spatial...) tensor of ``shape`` held channels-last (C innermost, then
+    the spatial axes from the last, N outermost)."""
+    inner = dense(tuple(shape[2:]) + (shape[1],))  # (spatial..., C) row-major
+    return (int(np.prod(shape[1:])), 1, *inner[:-1])
+
+
 class _Memory:
     """A oneDNN memory object whose data pointer is set per call (set again only when it changes)."""
 

@@ -129,15 +129,17 @@ class ShuffleLayer(_ReorderLayer):
 
 
 class TransposeLayer(_ReorderLayer):
-    """A transpose as one reorder: output axis k is input axis perm[k], both sides plain row-major."""
+    """A transpose as one reorder: output axis k is input axis perm[k]; each side plain row-major, or held with
+    the strides given (in elements, along its own axes)."""
 
     what = "transpose"
 
-    def __init__(self, x: Sequence[int], perm: Sequence[int]) -> None:
+    def __init__(self, x: Sequence[int], perm: Sequence[int], x_strides: Sequence[int] | None = None,
+                 y_strides: Sequence[int] | None = None) -> None:
         super().__init__()
         y = [x[p] for p in perm]
-        x_strides = [math.prod(x[k + 1:]) for k in range(len(x))]
-        self._build(y, [x_strides[p] for p in perm], [math.prod(y[k + 1:]) for k in range(len(y))])
+        xs = dense(x) if x_strides is None else x_strides
+        self._build(y, [xs[p] for p in perm], dense(y) if y_strides is None else y_strides)
 
 
 class ConcatLayer(Layer):
@@ -253,7 +255,7 @@ class LayerNormLayer(Layer):
 
 def post_op_attr(layer: Layer, post: Sequence[tuple]) -> tuple[Any, list[tuple[int, Any]]]:
     """A primitive attribute holding ``post`` as oneDNN post-ops, in order: ("eltwise", algorithm, alpha, beta), or
-    ("binary", algorithm, shape) with a tensor of that shape; and (argument, memory) of each binary post-op's
+    ("binary", algorithm, shape[, strides]) with a tensor of that shape (row-major unless its strides are given); and (argument, memory) of each binary post-op's
     tensor."""
     lib = layer.lib
     attr = layer._attr()
@@ -263,7 +265,7 @@ def post_op_attr(layer: Layer, post: Sequence[tuple]) -> tuple[Any, list[tuple[i
         if kind == "eltwise":
             check(lib, lib.dnnl_post_ops_append_eltwise(ops, alg, *rest), "dnnl_post_ops_append_eltwise")
             continue
-        md = layer._strided_md(rest[0], dense(rest[0]))
+        md = layer._strided_md(rest[0], rest[1] if len(rest) > 1 else dense(rest[0]))
         check(lib, lib.dnnl_post_ops_append_binary(ops, alg, md), "dnnl_post_ops_append_binary")
         posts.append(((k + 1) * _POST_OP_ARG | ARG_SRC_1, layer._memory(md)))
     check(lib, lib.dnnl_primitive_attr_set_post_ops(attr, ops), "dnnl_primitive_attr_set_post_ops")
@@ -271,26 +273,28 @@ def post_op_attr(layer: Layer, post: Sequence[tuple]) -> tuple[Any, list[tuple[i
 
 
 class ChainLayer(Layer):
-    """A chain of elementwise steps over plain row-major float32 tensors as one oneDNN primitive: its first step,
-    ("binary", algorithm, B's shape) of A, of Y's shape, and B broadcast along its axes of one element, or
-    ("eltwise", algorithm, alpha, beta) of A; then ``post`` in order (``post_op_attr``)."""
+    """A chain of elementwise steps over float32 tensors as one oneDNN primitive: its first step, ("binary",
+    algorithm, B's shape, B's strides) of A, of Y's shape, and B broadcast along its axes of one element, or
+    ("eltwise", algorithm, alpha, beta) of A; then ``post`` in order (``post_op_attr``).  A and Y held with the
+    strides given (in elements)."""
 
-    def __init__(self, y: Sequence[int], first: tuple, post: Sequence[tuple]) -> None:
+    def __init__(self, y: Sequence[int], first: tuple, post: Sequence[tuple], a_strides: Sequence[int],
+                 y_strides: Sequence[int]) -> None:
         super().__init__()
-        md_y = self._strided_md(y, dense(y))
+        md_a, md_y = self._strided_md(y, a_strides), self._strided_md(y, y_strides)
         attr, posts = post_op_attr(self, post)
         kind, alg, *rest = first
         pd = ctypes.c_void_p()
-        self.m_a, self.m_y = self._memory(md_y), self._memory(md_y)
+        self.m_a, self.m_y = self._memory(md_a), self._memory(md_y)
         sources = [(ARG_SRC, self.m_a)]
         if kind == "binary":
-            md_b = self._strided_md(rest[0], dense(rest[0]))
+            md_b = self._strided_md(rest[0], rest[1])
             check(self.lib, self.lib.dnnl_binary_primitive_desc_create(
-                ctypes.byref(pd), self.eng.engine, alg, md_y, md_b, md_y, attr), "dnnl_binary_primitive_desc_create")
+                ctypes.byref(pd), self.eng.engine, alg, md_a, md_b, md_y, attr), "dnnl_binary_primitive_desc_create")
             sources.append((ARG_SRC_1, self._memory(md_b)))
         else:
             check(self.lib, self.lib.dnnl_eltwise_forward_primitive_desc_create(
-                ctypes.byref(pd), self.eng.engine, FORWARD_INFERENCE, alg, md_y, md_y, rest[0], rest[1], attr),
+                ctypes.byref(pd), self.eng.engine, FORWARD_INFERENCE, alg, md_a, md_y, rest[0], rest[1], attr),
                 "dnnl_eltwise_forward_primitive_desc_create")
         self._described(pd)
         self.m_tensors = [m for _, m in sources[1:]] + [m for _, m in posts]
