@@ -36,7 +36,7 @@ from .binary import ALGORITHMS as BINARY, logical
 from .dnnl_layers import ChainLayer, TransposeLayer
 from .dnnl_op import OnednnOp
 from .eltwise import ALGORITHMS as ELTWISE, cached_layer, is_small, reference_call
-from .gemm import POST_ELTWISE
+from .gemm import POST_ELTWISE, post_op
 from .stretch import team_call
 
 
@@ -86,21 +86,13 @@ def chain_form(ins: Sequence[Any], outs: Sequence[Any], attrs: dict) -> tuple[tu
         post = [("eltwise", alg, float(alpha), float(beta))]
     else:
         return None
-    for k, (name, step_attrs, operands) in enumerate(steps[1:], 1):
-        running = n_in + k - 1
-        if name in POST_ELTWISE and tuple(operands) == (running,):
-            alg, params = ELTWISE[name]
-            alpha, beta = params(step_attrs)
-            post.append(("eltwise", alg, float(alpha), float(beta)))
-            continue
-        if name not in BINARY or len(operands) != 2 or list(operands).count(running) != 1:
+    for k, step in enumerate(steps[1:], 1):
+        found = post_op(step, n_in + k - 1, lambda j: ins[j] if 0 <= j < n_in else None, rank)
+        if found is None:
             return None
-        alg, swaps = BINARY[name]
-        other = operands[1] if operands[0] == running else operands[0]
-        if (operands[1] == running and not swaps) or other >= n_in or len(ins[other].shape) > rank:
-            return None
-        post.append(("binary", alg, padded(ins[other].shape, rank)))
-        reads.append(other)
+        post.append(found[0])
+        if found[1] is not None:
+            reads.append(found[1])
     return first, tuple(post), tuple(reads), cast
 
 

@@ -46,33 +46,43 @@ SMALL_WEIGHT_BYTES = 1 << 20
 POST_ELTWISE = STANDALONE - set(NUMPY_AT)
 
 
+def post_op(step: tuple, running: int, source: Callable[[int], Any], rank: int) -> tuple[tuple, int | None] | None:
+    """One chain step reading the running value (operand ``running``) as a oneDNN post-op on a result of ``rank``
+    dimensions, and the operand a binary one reads besides (None for a unary one); None where the step is not
+    one: a unary op of ``POST_ELTWISE`` of the running value, or an add, mul, sub or div taking the running value
+    once (first where the order matters) and an operand ``source`` gives the float32 type of (None: not one it
+    may read)."""
+    name, step_attrs, operands = step
+    if name in POST_ELTWISE and tuple(operands) == (running,):
+        alg, params = ELTWISE[name]
+        alpha, beta = params(step_attrs)
+        return ("eltwise", alg, float(alpha), float(beta)), None
+    if name not in BINARY or len(operands) != 2 or list(operands).count(running) != 1:
+        return None
+    alg, swaps = BINARY[name]
+    other = operands[1] if operands[0] == running else operands[0]
+    t = source(other)
+    if (operands[1] == running and not swaps) or t is None or t.dtype not in host_dnnl.DTYPES or len(t.shape) > rank:
+        return None
+    return ("binary", alg, (1,) * (rank - len(t.shape)) + tuple(t.shape)), other
+
+
 def post_ops(steps: Sequence[tuple], extras: Sequence[Any], rank: int) -> tuple[tuple, tuple[int, ...]] | None:
     """An epilogue's ``steps`` as oneDNN post-ops on a product of ``rank`` dimensions, and the extra input each
-    binary post-op reads (0-based); None where a step is not one: each step must take the running value (the
-    product, then the step before) once, and nothing but an extra input besides (a chain such as x * sigmoid(x),
-    which reads a value twice, keeps NumPy's steps), a unary op of ``POST_ELTWISE`` or an add, mul, sub or div
-    with the running value first where the order matters; every extra input float32."""
+    binary post-op reads (0-based); None where a step is not one (``post_op``: each step takes the running value,
+    the product, then the step before, once, and nothing but an extra input besides; a chain such as
+    x * sigmoid(x), which reads a value twice, keeps NumPy's steps)."""
     n_in = 1 + len(extras)
     post: list[tuple] = []
     reads: list[int] = []
-    for k, (name, step_attrs, operands) in enumerate(steps):
-        running = 0 if k == 0 else n_in + k - 1
-        if name in POST_ELTWISE and tuple(operands) == (running,):
-            alg, params = ELTWISE[name]
-            alpha, beta = params(step_attrs)
-            post.append(("eltwise", alg, float(alpha), float(beta)))
-            continue
-        if name not in BINARY or len(operands) != 2 or list(operands).count(running) != 1:
+    for k, step in enumerate(steps):
+        found = post_op(step, 0 if k == 0 else n_in + k - 1,
+                        lambda j: extras[j - 1] if 1 <= j < n_in else None, rank)
+        if found is None:
             return None
-        alg, swaps = BINARY[name]
-        other = operands[1] if operands[0] == running else operands[0]
-        if (operands[1] == running and not swaps) or not 1 <= other < n_in:
-            return None
-        t = extras[other - 1]
-        if t.dtype not in host_dnnl.DTYPES or len(t.shape) > rank:
-            return None
-        post.append(("binary", alg, (1,) * (rank - len(t.shape)) + tuple(t.shape)))
-        reads.append(other - 1)
+        post.append(found[0])
+        if found[1] is not None:
+            reads.append(found[1] - 1)
     return tuple(post), tuple(reads)
 
 
