@@ -25,7 +25,6 @@ channel's or the whole tensor, such as a row (1, 1, W)) runs the NumPy form.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -33,11 +32,12 @@ import numpy as np
 from . import dnnl as host_dnnl
 from .backend import HostVendor
 from .binary import ALGORITHMS as BINARY, logical
-from .dnnl_layers import ChainLayer, TransposeLayer
+from .dnnl_layers import ChainLayer
 from .dnnl_op import OnednnOp
 from .eltwise import ALGORITHMS as ELTWISE, cached_layer, is_small, reference_call
 from .gemm import POST_ELTWISE, post_op
 from .stretch import team_call
+from .transpose import strided_reorder
 
 
 #: the operand a chain's sources read for the constant one (``chain_form``)
@@ -130,7 +130,8 @@ class OnednnFused(HostVendor):
         vary along N and C only (a per-channel scale: its memory is one in both layouts)."""
         y = outs[0]
         rank = len(y.shape)
-        if not 3 <= rank <= 5 or self.route(ins, outs, attrs) is None or chain_form(ins, outs, attrs)[3] is not None:
+        form = self._form(ins, outs, attrs) if 3 <= rank <= 5 else None
+        if form is None or form[3] is not None or self._layer(form, ins, y) is None:
             return False
         return all(padded(t.shape, rank) == tuple(y.shape) or all(d == 1 for d in padded(t.shape, rank)[2:])
                    for t in ins)
@@ -144,28 +145,33 @@ class OnednnFused(HostVendor):
         return OnednnFused(self.dev, self.name, self._library, frozenset(in_last), bool(out_last))
 
     # -- routes --------------------------------------------------------------------------------------
-    def route(self, ins: Any, outs: Any, attrs: dict, in_last: frozenset[int] = frozenset(), out_last: bool = False
-              ) -> tuple[ChainLayer, tuple[int, ...], dict | None] | None:
-        """The layer running this chain with inputs ``in_last`` and the output (``out_last``) channels-last (built
-        once per geometry, steps and layout), the input each of its sources reads and a last cast's attributes
-        (``chain_form``); None where NumPy runs it."""
-        y = outs[0]
-        if is_small(y.size):
-            return None
-        form = chain_form(ins, outs, attrs)
-        if form is None:
-            return None
-        first, post, reads, cast = form
+    @staticmethod
+    def _form(ins: Any, outs: Any, attrs: dict) -> tuple | None:
+        """``chain_form`` of a chain too large to run on the calling thread alone, else None."""
+        return None if is_small(outs[0].size) else chain_form(ins, outs, attrs)
+
+    def _layer(self, form: tuple, ins: Any, y: Any, in_last: frozenset[int] = frozenset(),
+               out_last: bool = False) -> ChainLayer | None:
+        """The layer running a chain of this ``form`` with inputs ``in_last`` and the output (``out_last``)
+        channels-last (built once per geometry, steps and layout); None where oneDNN builds only its reference
+        form or none."""
+        first, post, reads, _ = form
         shape = tuple(y.shape)
         first, post = _with_strides(first, post, reads, ins, y, in_last)
-        a_last = reads[0] in in_last
-        a_strides = host_dnnl.last_strides(shape) if a_last else host_dnnl.dense(shape)
+        a_strides = host_dnnl.last_strides(shape) if reads[0] in in_last else host_dnnl.dense(shape)
         y_strides = host_dnnl.last_strides(shape) if out_last else host_dnnl.dense(shape)
         key = (self.name, (shape, first, post, a_strides, y_strides), ())
         layer = cached_layer(self.dev, key, lambda: ChainLayer(shape, first, post, a_strides, y_strides), y.size)
         if layer is None or layer.implementation.startswith("ref"):  # (oneDNN's reference form: slower than NumPy)
             return None
-        return layer, reads, cast
+        return layer
+
+    def route(self, ins: Any, outs: Any, attrs: dict) -> tuple[ChainLayer, tuple[int, ...], dict | None] | None:
+        """The layer running this chain in the graph's layout, the input each of its sources reads and a last
+        cast's attributes (``chain_form``); None where NumPy runs it."""
+        form = self._form(ins, outs, attrs)
+        layer = None if form is None else self._layer(form, ins, outs[0])
+        return None if layer is None else (layer, form[2], form[3])
 
     def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
         """Large float32 chains oneDNN expresses as one primitive and builds it for."""
@@ -184,13 +190,14 @@ class OnednnFused(HostVendor):
         views = [pool._bytes(b)[:t.size * 4] for b, t in zip(in_bufs, ins)]
         y = pool._bytes(out_bufs[0])[:u.size * u.dtype.itemsize]
         full = {i for i, t in enumerate(ins) if padded(t.shape, rank) == tuple(u.shape)}
-        form = None if is_small(u.size) else chain_form(ins, outs, attrs)
+        form = self._form(ins, outs, attrs)
         if form is not None:
             reads, cast = form[2], form[3]
             last = cast is None and reads[0] in self._in_last  # the layout the chain runs in (a cast reads row-major)
             moved = {j for j in full if (j in self._in_last) != last}
-            found = self.route(ins, outs, attrs, frozenset(full) if last else frozenset(), last)
-            call = None if found is None else self._bound(found, views, y, u, moved, self._out_last != last, last)
+            layer = self._layer(form, ins, u, frozenset(full) if last else frozenset(), last)
+            call = None if layer is None else self._bound((layer, reads, cast), views, y, u, moved,
+                                                          self._out_last != last, last)
             if call is not None:
                 return call
         arrays = [logical(v, t, i in self._in_last and i in full) for i, (v, t) in enumerate(zip(views, ins))]
@@ -236,9 +243,7 @@ class OnednnFused(HostVendor):
         """A float32 tensor of ``shape`` moved from one layout into the other (``from_last``: it is channels-last)."""
         last, plain = host_dnnl.last_strides(shape), host_dnnl.dense(shape)
         xs, ys = (last, plain) if from_last else (plain, last)
-        identity = tuple(range(len(shape)))
-        layer = cached_layer(self.dev, ("transpose", (shape, identity, xs, ys), ()),
-                             lambda: TransposeLayer(shape, identity, xs, ys), math.prod(shape))
+        layer = strided_reorder(self.dev, shape, tuple(range(len(shape))), xs, ys)
         if layer is None:
             raise host_dnnl.DnnlError(f"{self.label}: oneDNN builds no reorder for {shape}")
         return layer.bind(x.ctypes.data, y.ctypes.data, keep=(x, y))

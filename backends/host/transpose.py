@@ -49,6 +49,14 @@ def simplified(shape: Sequence[int], perm: Sequence[int]) -> tuple[tuple[int, ..
             tuple(order.index(r) for r in range(len(runs))))
 
 
+def strided_reorder(dev: Any, shape: Sequence[int], perm: Sequence[int], x_strides: Sequence[int],
+                    y_strides: Sequence[int]) -> TransposeLayer | None:
+    """The device's oneDNN reorder (built once) of a float32 tensor of ``shape`` held with ``x_strides`` into its
+    transpose by ``perm`` held with ``y_strides`` (strides in elements); None where oneDNN builds none."""
+    key = ("transpose", (tuple(shape), tuple(perm), tuple(x_strides), tuple(y_strides)), ())
+    return cached_layer(dev, key, lambda: TransposeLayer(shape, perm, x_strides, y_strides), math.prod(shape))
+
+
 class OnednnTranspose(HostVendor):
     """``transpose`` of large float32 tensors through oneDNN's reorder, reading and writing the plan's
     channels-last layout (see the module)."""
@@ -105,8 +113,7 @@ class OnednnTranspose(HostVendor):
                 def copy() -> None:
                     np.copyto(y, x)
                 return team_call(copy, False)
-            key = (self.name, (tuple(t.shape), perm, xs, ys), ())
-            layer = cached_layer(self.dev, key, lambda: TransposeLayer(t.shape, perm, xs, ys), t.size)
+            layer = strided_reorder(self.dev, t.shape, perm, xs, ys)
             if layer is not None:
                 call = layer.bind(x.ctypes.data, y.ctypes.data, keep=(x, y))
                 small = is_small(t.size)
