@@ -72,6 +72,11 @@ class OpenCLPool(MemoryPool):
 
     reads_host_when_enqueued = True  # a non-blocking write's host data must be final when it is enqueued
 
+    @property
+    def pinned_host_arrays(self) -> bool:
+        """Mapped ALLOC_HOST_PTR memory is what a GPU's DMA reads; a CPU device's memory is host memory anyway."""
+        return self.device.info.device_type != "cpu"
+
     def _allocate(self, nbytes: int) -> "cl.Buffer":
         try:
             return cl.Buffer(self.device.context, cl.mem_flags.READ_WRITE, nbytes)

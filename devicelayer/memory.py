@@ -252,6 +252,13 @@ class MemoryPool:
     #: allows it: NVIDIA's does): an upload whose waits are pending is held until they complete
     reads_host_when_enqueued = False
 
+    @property
+    def pinned_host_arrays(self) -> bool:
+        """Whether ``host_array`` hands out memory that moves to and from the device faster than an ordinary
+        NumPy array's (page-locked or device-visible), so that staging a transfer through one pays; False where
+        its arrays are ordinary host memory."""
+        return False
+
     def __init__(self, device: "Device") -> None:
         self.device = device
         self._lock = threading.Lock()

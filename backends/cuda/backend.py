@@ -195,6 +195,8 @@ class _Foreign:
 class CudaPool(MemoryPool):
     """Allocations from a private CuPy memory pool; transfers are async copies on the device's stream."""
 
+    pinned_host_arrays = True  # ``host_array`` is page-locked: a plain async DMA each way
+
     def __init__(self, device: "CudaDevice") -> None:
         super().__init__(device)
         self.cupy_pool = cupy.cuda.MemoryPool()

@@ -560,6 +560,11 @@ class VulkanPool(MemoryPool):
     device: "VulkanDevice"
 
     @property
+    def pinned_host_arrays(self) -> bool:
+        """Host-visible staging memory where the device's own memory is not mapped (one GPU copy, no memcpy)."""
+        return not self.device.mapped
+
+    @property
     def free_bytes(self) -> int:
         return self.device.free_memory()
 

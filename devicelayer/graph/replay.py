@@ -23,7 +23,7 @@ from ..hostcopy import copy_into
 from ..interrupts import protected
 from ..kernels.op import get
 from ..kernels.runner import record
-from ..memory import Buffer, MemoryPool
+from ..memory import Buffer
 from ..recording import Recording
 from ..tensors import Tensor
 from ..transfer import copy_between
@@ -323,5 +323,6 @@ def _collect_into(results: dict[str, Any], replay: Replay, feeds: Mapping[int, A
 
 
 def _pinned(dev: Device) -> bool:
-    """Whether the device's pool hands out host arrays of its own (pinned or device-visible memory)."""
-    return type(dev.pool).host_array is not MemoryPool.host_array
+    """Whether the device's pool hands out host arrays faster to transfer than ordinary memory (pinned or
+    device-visible), through which a run stages its inputs and outputs."""
+    return dev.pool.pinned_host_arrays
