@@ -391,10 +391,31 @@ def test_bad_index_in_a_model_is_refused_alike_on_every_device(device, op, axis,
     good = np.zeros(np.array(index).shape, np.int64)
     m = make_model([node(op, ["x", "i"], axis=axis)], {"x": x, "i": good}, ["y"])
     plan = dlo.load(m).compile([device.id])
+    want = np.take_along_axis(x, good, axis) if op == "GatherElements" else np.take(x, good, axis)
+    for _ in range(2):  # the second run replays through the plan's lane, which checks the flags too
+        np.testing.assert_array_equal(plan(x=x, i=good)["y"], want)
     with pytest.raises(dl.InvalidArgument, match=rf"node 'the_{op.lower()}'.*index -?[45] is out of range"):
         plan(x=x, i=np.array(index, np.int64))
-    want = np.take_along_axis(x, good, axis) if op == "GatherElements" else np.take(x, good, axis)
     np.testing.assert_array_equal(plan(x=x, i=good)["y"], want)
+
+
+def test_the_first_of_two_flagged_nodes_is_named(device):
+    """Two gathers each read an index input; a run where only the second is out of range names that one, a run
+    where both are names the first in the graph's order, and a good run after passes (every flag is read back
+    each run, and zeroed by the next)."""
+    x = np.random.default_rng(5).standard_normal((4, 3)).astype(np.float32)
+    nodes = [helper.make_node("Gather", ["x", "i"], ["a"], name="first", axis=0),
+             helper.make_node("Gather", ["a", "j"], ["y"], name="second", axis=1)]
+    good = {"x": x, "i": np.array([3, 0], np.int64), "j": np.array([2, 1], np.int64)}
+    plan = dlo.load(make_model(nodes, good, ["y"])).compile([device.id])
+    want = x[[3, 0]][:, [2, 1]]
+    for _ in range(2):
+        np.testing.assert_array_equal(plan(**good)["y"], want)
+    with pytest.raises(dl.InvalidArgument, match=r"node 'second'.*index 3 is out of range"):
+        plan(**{**good, "j": np.array([3, 1], np.int64)})
+    with pytest.raises(dl.InvalidArgument, match=r"node 'first'.*index 4 is out of range"):
+        plan(**{**good, "i": np.array([4, 0], np.int64), "j": np.array([3, 1], np.int64)})
+    np.testing.assert_array_equal(plan(**good)["y"], want)
 
 
 def _unchecked_model(nodes, inputs, inits=None, opset=18):

@@ -71,6 +71,11 @@ class Prepared:
     shared: list[tuple[Any, Device, np.ndarray]] = field(default_factory=list)  # (store, device, array) held
     #: (node, flag, scratch buffer) of the nodes whose kernels check input values (``kernels.op.Flag``)
     flags: list[tuple[Node, Flag, Buffer]] = field(default_factory=list)
+    #: per device, the one buffer holding its flags' scratch, and each flag's (block index, byte offset) in them
+    flag_blocks: list[Buffer] = field(default_factory=list)
+    flag_slots: list[tuple[int, int]] = field(default_factory=list)
+    #: the host arrays the blocks are read into (each from its device's ``host_array``), made on first use
+    flag_hosts: list[np.ndarray] = field(default_factory=list)
 
 
 def infer_types(graph: Graph, nodes: Sequence[Node], inputs: Mapping[str, TensorType]) -> dict[int, TensorType]:
@@ -222,6 +227,7 @@ class ExecutionPlan(Profiled):
                             roots[dst] = root
         slots: dict[int, dict[tuple[int, int], list[int]]] = {}
         per_device_temps: dict[int, list[tuple[tuple, TensorType, int, int]]] = {}
+        flag_temps: dict[int, list[tuple[tuple[int, int], TensorType]]] = {}
 
         def touch(v: int, dev: Device, i: int) -> None:
             key = (roots.get(v, v), id(dev))
@@ -241,14 +247,16 @@ class ExecutionPlan(Profiled):
                         touch(id(v), s.device, i)
                 for v in s.node.outputs:
                     touch(id(v), s.device, i)
-                flagged = {f.temp for f in s.op_plan.flags}  # read after the run: kept to the end
+                flagged = {f.temp for f in s.op_plan.flags}  # read after the run: one block per device
                 for k, t in enumerate(s.op_plan.temps):
-                    per_device_temps.setdefault(id(s.device), []).append(
-                        ((id(s.node), k), t, i, len(steps) if k in flagged else i))
+                    if k in flagged:
+                        flag_temps.setdefault(id(s.device), []).append(((id(s.node), k), t))
+                    else:
+                        per_device_temps.setdefault(id(s.device), []).append(((id(s.node), k), t, i, i))
         arenas: dict[int, Buffer] = {}
         arena_plans: dict[int, ArenaPlan] = {}
         bufs: dict[tuple[int, int], Buffer] = {}
-        temps: dict[int, list[Buffer]] = {}
+        temp_of: dict[int, dict[int, Buffer]] = {}  # node id -> temp index -> scratch buffer
         extra: list[Buffer] = []  # separate allocations where an arena would be too large
         by_id = {id(d): d for d in self.devices}
         value_of = {id(v): v for v in self.graph.values.values()}
@@ -276,12 +284,14 @@ class ExecutionPlan(Profiled):
                 view = (own[e.key].view(0, e.nbytes) if own is not None
                         else arenas[dev_id].view(arena_plan.offsets[e.key], e.nbytes))
                 if e.key[0] == "tmp":
-                    temps.setdefault(e.key[1], []).append(view)
+                    temp_of.setdefault(e.key[1], {})[e.key[2]] = view
                 else:
                     bufs[e.key] = view.view(0, e.nbytes, types[e.key[0]].dtype)
             for key in spans:
                 if key[0] in inputs or key[0] in outputs:
                     bufs.setdefault(key, None)  # bound per run
+        flag_blocks, flag_slots = self._flag_blocks(flag_temps, by_id, temp_of, extra)
+        temps = {node: [held[k] for k in range(len(held))] for node, held in temp_of.items()}
         # aliases: the output reads the root's buffer
         for v, root in roots.items():
             for dev in self.devices:
@@ -298,7 +308,34 @@ class ExecutionPlan(Profiled):
                                                               s.op_plan.temps[f.temp].dtype))
                  for s in steps if s.kind == "node" for f in s.op_plan.flags]
         return Prepared(types, placement, steps, arenas, arena_plans, bufs, temps, consts, transfers,
-                        list(self.devices), roots, shared=shared, flags=flags)
+                        list(self.devices), roots, shared=shared, flags=flags, flag_blocks=flag_blocks,
+                        flag_slots=[flag_slots[(id(n), f.temp)] for n, f, _ in flags])
+
+    @staticmethod
+    def _flag_blocks(flag_temps: dict[int, list[tuple[tuple[int, int], TensorType]]], by_id: dict[int, Device],
+                     temp_of: dict[int, dict[int, Buffer]], extra: list[Buffer]
+                     ) -> tuple[list[Buffer], dict[tuple[int, int], tuple[int, int]]]:
+        """The scratch of every flag of a device in one buffer of its own (kept for the plan's life, so a run
+        reads them all back in one transfer): the blocks, and each flag's (block index, byte offset)."""
+        blocks: list[Buffer] = []
+        slots: dict[tuple[int, int], tuple[int, int]] = {}
+        for dev_id, held in flag_temps.items():
+            dev = by_id[dev_id]
+            align = max(256, dev.info.view_alignment)
+            offsets, end = [], 0
+            for _, t in held:
+                offsets.append(end)
+                end += -(-max(_nbytes(t), 1) // align) * align
+            try:
+                block = dev.pool.allocate(end)
+            except DeviceLayerError as exc:
+                raise GraphError(f"{dev.id}: cannot allocate {end} bytes for the plan's value checks: {exc}") from exc
+            extra.append(block)
+            for (key, t), at in zip(held, offsets):
+                temp_of.setdefault(key[0], {})[key[1]] = block.view(at, _nbytes(t))
+                slots[key] = (len(blocks), at)
+            blocks.append(block)
+        return blocks, slots
 
     def _upload_constants(self, types: dict[int, TensorType], placement: Placement,
                           bufs: dict[tuple[int, int], Buffer], shared: list) -> list[Buffer]:
@@ -387,13 +424,16 @@ class ExecutionPlan(Profiled):
         node_events: list[tuple[Node, Event]] = []
         t_start = time.perf_counter()
         results: dict[str, Any] = {}
+        reads: list[Event] = []  # the flags' reads, queued behind the run before its outputs are waited for
+        submitted = (lambda: reads.extend(_read_flags(prepared, node_events))) if prepared.flags else None
         try:
-            results = replay.run(prepared.replay, feeds, prepared.types, to_numpy, self.devices, node_events)
+            results = replay.run(prepared.replay, feeds, prepared.types, to_numpy, self.devices, node_events,
+                                 submitted)
             self.last_submit_seconds = time.perf_counter() - t_start
             if not to_numpy:
                 self._await(results, node_events)
             if prepared.flags:
-                _check_flags(prepared.flags, node_events)
+                _check_flags(prepared, node_events, reads or None)
         except EventError as exc:
             self._free_results(results)
             self._raise_failed(node_events, exc)
@@ -516,7 +556,7 @@ class ExecutionPlan(Profiled):
                 results[name] = Tensor(buf, types[id(v)].shape, types[id(v)].dtype, ev)
             self._await(results, node_events)
             if prepared.flags:
-                _check_flags(prepared.flags, node_events)
+                _check_flags(prepared, node_events)
         except BaseException:
             _free_owned(owned, ())  # the outputs too: a failed or interrupted run returns none of them
             raise
@@ -661,14 +701,28 @@ def _bad_value(error: BaseException | None) -> InvalidArgument | None:
     return error
 
 
-def _check_flags(flags: list[tuple[Node, Flag, Buffer]], node_events: list[tuple[Node, Event]]) -> None:
-    """Read back the Flags of a finished run: InvalidArgument naming the first node whose kernel flagged a bad
-    input value (the run's outputs are then not to be used)."""
+def _read_flags(prepared: Prepared, node_events: list[tuple[Node, Event]]) -> list[Event]:
+    """Queue the reads of a run's Flags: each device's block in one transfer into a host array of its own (pinned
+    where the device has such memory), behind every node that sets one of them."""
+    blocks, hosts = prepared.flag_blocks, prepared.flag_hosts
+    if not hosts:
+        hosts.extend(b.pool.host_array((b.nbytes,), np.uint8) for b in blocks)
     done = {id(n): ev for n, ev in node_events}
-    for node, flag, buf in flags:
-        contents = np.zeros(FLAG_SIZE, buf.dtype)
+    waits: list[list[Event]] = [[] for _ in blocks]
+    for (node, _, _), (block, _) in zip(prepared.flags, prepared.flag_slots):
         ev = done.get(id(node))
-        buf.pool.download(buf, contents, [ev] if ev else []).wait()
+        if ev is not None and all(ev is not w for w in waits[block]):
+            waits[block].append(ev)
+    return [b.pool.download(b.view(0, b.nbytes, np.uint8), host, w) for b, host, w in zip(blocks, hosts, waits)]
+
+
+def _check_flags(prepared: Prepared, node_events: list[tuple[Node, Event]], reads: list[Event] | None = None) -> None:
+    """Read back the Flags of a finished run (``reads``: those ``_read_flags`` queued already): InvalidArgument
+    naming the first node whose kernel flagged a bad input value (the run's outputs are then not to be used)."""
+    for e in reads if reads is not None else _read_flags(prepared, node_events):
+        e.wait()
+    for (node, flag, buf), (block, at) in zip(prepared.flags, prepared.flag_slots):
+        contents = prepared.flag_hosts[block][at:at + buf.nbytes].view(buf.dtype)
         error = flag_error(flag, contents)
         if error is not None:
             raise InvalidArgument(f"node {node.name!r} ({node.op}): {error}") from None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -195,8 +195,11 @@ def _record_node(seg: Segment, step: Any, types: Mapping[int, Any], bufs: Mappin
 
 
 def run(replay: Replay, feeds: Mapping[int, Any], types: Mapping[int, Any], to_numpy: bool,
-        devices: list[Device], node_events: list[tuple[Node, Event]]) -> dict[str, Any]:
-    """One run: NumPy arrays (``to_numpy``) or caller-owned Tensors by output name; appends each node's event."""
+        devices: list[Device], node_events: list[tuple[Node, Event]],
+        submitted: Callable[[], None] | None = None) -> dict[str, Any]:
+    """One run: NumPy arrays (``to_numpy``) or caller-owned Tensors by output name; appends each node's event.
+    ``submitted`` is called once all the run's work is queued, before its outputs are waited for (to queue reads
+    of the run's own, such as its flags, behind it)."""
     direct = replay.direct
     if direct is not None:
         if to_numpy and all(type(x) is np.ndarray for x in feeds.values()):
@@ -245,6 +248,8 @@ def run(replay: Replay, feeds: Mapping[int, Any], types: Mapping[int, Any], to_n
             ready[key] = copy_between(replay.bufs[key].view(0, n, np.uint8), replay.bufs[src_key].view(0, n, np.uint8),
                                       [e for e in [ready.get(src_key)] if e is not None] + after(dev, item.source))
             last[id(dev)] = last[id(item.source)] = ready[key]
+    if submitted is not None:
+        submitted()
     results = _collect(replay, feeds, types, ready, to_numpy, devices)
     if direct is not None:  # the next direct run's copies wait for this run's last work on the device
         made = [t.ready for t in results.values() if isinstance(t, Tensor) and t.ready is not None]
