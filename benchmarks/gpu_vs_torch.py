@@ -4,7 +4,9 @@
                                       [--dtype float32 --dtype float16] [--compile reduce-overhead ...] [--out DIR]
 
 Each model (``benchmarks.arch_models``, random weights, nothing downloaded) is exported to ONNX per batch size
-and precision (half precision: the module converted with ``.half()`` and exported in half), loaded by devicelayer
+and precision (half precision: the module converted with ``.half()`` and exported in half; where onnx's checker
+refuses that export in float16, as it does a transformer whose upcasts feed a LayerNormalization with float16
+weights, the float32 export converted by onnxconverter-common's ``float16`` tool instead), loaded by devicelayer
 with fusion and without (``compile(fuse=False)``: the kernel counts before and after), and timed in the same
 process against PyTorch on the same GPU: eager, and ``torch.compile`` in each mode asked for. Every contestant
 takes its inputs from and returns its outputs to host NumPy arrays; calls alternate between contestants. Outputs
@@ -55,6 +57,43 @@ def _export(module: Any, example: tuple, names: list[str]) -> bytes:
     return buf.getvalue()
 
 
+def _checked(model_bytes: bytes) -> str | None:
+    """onnx's full check of an exported model: None where it passes, else its message."""
+    import onnx
+
+    try:
+        onnx.checker.check_model(onnx.load_from_string(model_bytes), full_check=True)
+    except Exception as exc:  # noqa: BLE001 - the message is what is reported
+        return f"{type(exc).__name__}: {str(exc)[:300]}"
+    return None
+
+
+def _float16_converted(module: Any, example: tuple, names: list[str], torch: Any) -> bytes:
+    """The module exported in float32 and converted to float16 by onnxconverter-common (the module and its float
+    inputs are float16 again after).  Casts to float32 the export had (a half model's upcasts) cast to float16,
+    so the whole model computes in half as its converted weights do."""
+    import onnx
+    from onnxconverter_common import float16
+
+    module.float()
+    try:
+        model = onnx.load_from_string(_export(module, tuple(x.float() if x.is_floating_point() else x
+                                                             for x in example), names))
+    finally:
+        module.half()
+    upcasts = {n.name for n in model.graph.node if n.op_type == "Cast"
+               and any(a.name == "to" and a.i == onnx.TensorProto.FLOAT for a in n.attribute)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (each weight below half's smallest normal is reported)
+        model = float16.convert_float_to_float16(model, keep_io_types=False)
+    for node in model.graph.node:
+        if node.name in upcasts:
+            for a in node.attribute:
+                if a.name == "to":
+                    a.i = onnx.TensorProto.FLOAT16
+    return model.SerializeToString()
+
+
 def _median_ms(fn: Callable[[], Any], seconds: float, least: int = 5) -> float:
     times = []
     end = time.perf_counter() + seconds
@@ -98,6 +137,14 @@ def run_case(name: str, batch: int, dtype: str, device_ids: list[str], modes: li
     host_inputs = [x.numpy() if x.dtype != torch.bfloat16 else x.float().numpy() for x in example]
     with torch.no_grad():
         model_bytes = _export(module, tuple(x.cuda() for x in example), names)
+        problem = _checked(model_bytes)
+        row["export"] = f"torch.onnx.export in {dtype}"
+        if problem is not None and dtype == "float16":
+            # PyTorch's export of a half model can mix float32 and float16 where ONNX allows one type (a
+            # LayerNormalization fed by float32 upcasts: onnx's checker and onnxruntime refuse it too)
+            row["export refused"] = problem
+            model_bytes = _float16_converted(module, tuple(x.cuda() for x in example), names, torch)
+            row["export"] = "torch.onnx.export in float32, onnxconverter-common's float16 conversion"
 
     def torch_call(fn: Callable) -> Callable[[], np.ndarray]:
         def call() -> np.ndarray:
