@@ -33,6 +33,7 @@ from __future__ import annotations
 import atexit
 import gc
 import os
+import warnings
 import weakref
 from typing import Any, Callable
 
@@ -105,18 +106,20 @@ def _objects_of(devices: list[Any]) -> list[Any]:
 
     ids = {id(d) for d in devices}
     found: list[Any] = []
-    for obj in gc.get_objects():
-        try:
-            if isinstance(obj, (Event, Program, Recording)):
-                owner = obj.device
-            elif isinstance(obj, Buffer):
-                owner = obj.pool.device
-            else:
+    with warnings.catch_warnings():  # (isinstance asks every object its __class__: some warn when asked)
+        warnings.simplefilter("ignore")
+        for obj in gc.get_objects():
+            try:
+                if isinstance(obj, (Event, Program, Recording)):
+                    owner = obj.device
+                elif isinstance(obj, Buffer):
+                    owner = obj.pool.device
+                else:
+                    continue
+            except Exception:  # noqa: BLE001 - (a proxy of something gone, say): not a device's object
                 continue
-        except Exception:  # noqa: BLE001 - (a proxy of something gone, say): not a device's object
-            continue
-        if id(owner) in ids:
-            found.append(obj)
+            if id(owner) in ids:
+                found.append(obj)
     return found
 
 
