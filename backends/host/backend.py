@@ -18,7 +18,7 @@ from devicelayer import interrupts
 from devicelayer.device import Device, Program
 from devicelayer.dlpack import DLDeviceType
 from devicelayer.dtypes import EXTRA
-from devicelayer.hostmemory import meminfo
+from devicelayer.hostmemory import block, meminfo
 from devicelayer.errors import CompileError, LaunchError
 from devicelayer.events import Event, dependency_error, dispatcher
 from devicelayer.info import DTYPE_NAMES, DeviceInfo
@@ -30,8 +30,6 @@ from devicelayer.signature import Arg, Signature, parse_arg
 from . import dnnl as host_dnnl, omp as host_omp
 from .blas import blas_extras
 from .stretch import Stretch, quietly, uses_team
-
-ALIGN = 64
 
 
 def _cpu_name() -> tuple[str, str]:
@@ -93,9 +91,7 @@ class HostPool(MemoryPool):
         return why
 
     def _allocate(self, nbytes: int) -> np.ndarray:
-        raw = np.empty(nbytes + ALIGN, np.uint8)
-        start = (-raw.ctypes.data) % ALIGN
-        return raw[start:start + nbytes]
+        return block(nbytes)  # (64-byte aligned; a large one on huge pages where the kernel gives them)
 
     def _release(self, handle: Any, nbytes: int) -> None:
         pass  # NumPy frees the memory with the last reference

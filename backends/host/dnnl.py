@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping, Sequence, Union
 import numpy as np
 
 from devicelayer import lifecycle
+from devicelayer.hostmemory import block
 
 from . import omp as host_omp
 
@@ -50,7 +51,6 @@ _QUERY_SCRATCHPAD_MD = 136
 _ARG_SCRATCHPAD = 80
 _SCRATCHPAD_USER = 1  # each primitive gets its scratch from us: it may then run on any thread
 _MAX_DIMS = 12
-ALIGN = 64
 DTYPES = frozenset({np.dtype(np.float32)})
 _OFF = ("0", "off", "none")
 _DISTRIBUTIONS = ("onednn-cpu-gomp", "onednn-cpu-iomp", "onednn-cpu-tbb")
@@ -202,10 +202,9 @@ def version() -> str | None:
 
 
 def aligned(nbytes: int) -> np.ndarray:
-    """``nbytes`` of uninitialised memory aligned to 64 bytes (uint8)."""
-    raw = np.empty(nbytes + ALIGN, np.uint8)
-    start = (-raw.ctypes.data) % ALIGN
-    return raw[start:start + nbytes]
+    """``nbytes`` of uninitialised memory aligned to 64 bytes (uint8); a large block on huge pages where the kernel
+    gives them (``hostmemory.block``: a layer's reordered weights are read every run)."""
+    return block(nbytes)
 
 
 def sgemm(trans_a: bool, trans_b: bool, m: int, n: int, k: int, alpha: float, a: int, lda: int, b: int, ldb: int,

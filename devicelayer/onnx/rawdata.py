@@ -23,6 +23,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from ..hostmemory import HUGE_PAGE_BYTES, block, huge_pages_wanted
+
 ALIGNMENT = 64
 
 
@@ -118,6 +120,8 @@ def _block(nbytes: int) -> np.ndarray:
     fault per page as the copy first touches it)."""
     if nbytes == 0:
         return np.empty(0, np.uint8)
+    if nbytes >= HUGE_PAGE_BYTES and huge_pages_wanted():  # the weights, read every run: on huge pages
+        return block(nbytes, populate=True)
     try:
         area = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0))
     except (AttributeError, OSError, ValueError):  # (a system without these flags)

@@ -1,0 +1,86 @@
+"""Large host blocks (``devicelayer.hostmemory.block``): the host pool's buffers, oneDNN's reordered weights and
+a model's weights; asked to be backed by transparent huge pages where the kernel has them."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import pytest
+
+import devicelayer as dl
+from devicelayer import hostmemory
+
+
+def _thp_mode() -> str | None:
+    """The kernel's transparent huge page mode ("always", "madvise", "never"), None where it has none."""
+    try:
+        text = open("/sys/kernel/mm/transparent_hugepage/enabled").read()
+    except OSError:
+        return None
+    found = re.search(r"\[(\w+)\]", text)
+    return found.group(1) if found else None
+
+
+def _huge_kib(address: int) -> int:
+    """AnonHugePages (KiB) of the mapping of this process holding ``address``."""
+    found, inside = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = re.match(r"^([0-9a-f]+)-([0-9a-f]+) ", line)
+            if head:
+                inside = int(head.group(1), 16) <= address < int(head.group(2), 16)
+            elif inside and line.startswith("AnonHugePages:"):
+                found = int(line.split()[1])
+    return found
+
+
+@pytest.mark.parametrize("nbytes", [0, 1, 100, 4096 + 3, (2 << 20) - 1, 2 << 20, (5 << 20) + 17])
+def test_a_block_has_its_size_and_alignment_and_holds_what_is_written(nbytes, monkeypatch):
+    for wanted in ("1", "0"):
+        monkeypatch.setenv("DEVICELAYER_HUGE_PAGES", wanted)
+        b = hostmemory.block(nbytes, populate=True)
+        assert b.dtype == np.uint8 and b.shape == (nbytes,) and b.flags.c_contiguous and b.flags.writeable
+        assert b.ctypes.data % 64 == 0
+        if wanted == "1" and nbytes >= hostmemory.HUGE_PAGE_BYTES and hasattr(__import__("mmap"), "MADV_HUGEPAGE"):
+            assert b.ctypes.data % hostmemory.HUGE_PAGE_BYTES == 0
+        data = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
+        b[:] = data
+        np.testing.assert_array_equal(b, data)
+
+
+@pytest.mark.parametrize("value,wanted", [("1", True), ("", True), ("0", False), ("off", False), ("NO", False)])
+def test_huge_pages_are_turned_off_by_the_environment(value, wanted, monkeypatch):
+    monkeypatch.setenv("DEVICELAYER_HUGE_PAGES", value)
+    assert hostmemory.huge_pages_wanted() is wanted
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="no /proc/self/smaps")
+def test_a_large_block_is_on_huge_pages_where_the_kernel_gives_them(monkeypatch):
+    mode = _thp_mode()
+    if mode not in ("always", "madvise"):
+        pytest.skip(f"transparent huge pages are {mode or 'absent'} here")
+    monkeypatch.setenv("DEVICELAYER_HUGE_PAGES", "1")
+    b = hostmemory.block(8 << 20, populate=True)
+    assert _huge_kib(b.ctypes.data) >= 2048
+    monkeypatch.setenv("DEVICELAYER_HUGE_PAGES", "0")
+    small = hostmemory.block(8 << 20)
+    small[:] = 1
+    if mode == "madvise":  # not asked for: ordinary pages
+        assert _huge_kib(small.ctypes.data) == 0
+
+
+def test_the_host_pools_large_buffers_are_blocks_and_move_data_right():
+    host = dl.device("host")
+    n = (6 << 20) // 4
+    x = np.random.default_rng(3).standard_normal(n).astype(np.float32)
+    buf = host.pool.allocate(x.nbytes, np.float32)
+    try:
+        assert host.pool.host_view(buf).ctypes.data % 64 == 0
+        host.pool.upload(buf, x).wait()
+        out = np.full(n, np.nan, np.float32)
+        host.pool.download(buf, out).wait()
+        np.testing.assert_array_equal(out, x)
+    finally:
+        host.pool.free(buf)
