@@ -66,12 +66,18 @@ def _mapped(nbytes: int, populate: bool) -> np.ndarray | None:
         area = mmap.mmap(-1, span, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     except (AttributeError, OSError, ValueError):
         return None
-    try:
-        area.madvise(advice)
-    except (OSError, ValueError):
-        pass  # (a kernel without transparent huge pages: ordinary pages)
     whole = np.frombuffer(area, np.uint8)
     start = (-whole.ctypes.data) % HUGE_PAGE_BYTES
+    # huge pages for the whole 2 MiB pieces of the block; its last partial piece (and the unused span after it)
+    # on ordinary pages, so the block's memory stays its size rather than rounding up to 2 MiB
+    tail = start + nbytes // HUGE_PAGE_BYTES * HUGE_PAGE_BYTES
+    try:
+        area.madvise(advice, start, tail - start)
+        no_huge = getattr(mmap, "MADV_NOHUGEPAGE", None)
+        if no_huge is not None and tail < span:
+            area.madvise(no_huge, tail, span - tail)
+    except (OSError, ValueError):
+        pass  # (a kernel without transparent huge pages: ordinary pages)
     out = whole[start:start + nbytes]
     if populate:
         out[::mmap.PAGESIZE] = 0  # one fault per huge page where the kernel gives them (before the first copy)
