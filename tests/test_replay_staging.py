@@ -7,27 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import devicelayer as dl
-
-
-def _graph(rng):
-    g = dl.Graph()
-    x = g.input("x", (64, 48))
-    b = g.input("b", (1, 32))
-    w = (rng.standard_normal((48, 32)) / 7).astype(np.float32)
-    g.output("y", g.relu(g.add(g.matmul(x, g.constant(w)), b)))
-    g.output("s", g.mul(x, x))
-    return g, w
-
-
-def _want(w, x, b):
-    x64 = x.astype(np.float64)
-    return {"y": np.maximum(x64 @ w.astype(np.float64) + b, 0), "s": x64 * x64}
-
-
-def _feeds(rng):
-    return {"x": rng.standard_normal((64, 48)).astype(np.float32),
-            "b": rng.standard_normal((1, 32)).astype(np.float32)}
+from test_lane import _feeds, _graph, _want
 
 
 def _replays(plan):
