@@ -37,12 +37,12 @@ def huge_pages_wanted() -> bool:
 
 
 def block(nbytes: int, populate: bool = False) -> np.ndarray:
-    """``nbytes`` of uninitialised private memory (uint8), aligned to 64 bytes at least.
+    """``nbytes`` of uninitialised private memory (uint8), aligned to 64 bytes at least, for data kept a long time
+    and read often (a model's weights): each large block is a mapping of its own, made and faulted in once.
 
     A block of ``HUGE_PAGE_BYTES`` or more is its own anonymous mapping, aligned to that size and advised
     ``MADV_HUGEPAGE``: where the kernel's transparent huge pages are "madvise" (a common default), its pages
-    are 2 MiB ones, so a model's weights and activations streamed every run take a TLB entry per 2 MiB instead
-    of per 4 KiB.  ``populate``: the pages made at once (one call, not a fault per page as a first copy
+    are 2 MiB ones, so weights streamed every run take a TLB entry per 2 MiB instead of per 4 KiB.  ``populate``: the pages made at once (one call, not a fault per page as a first copy
     touches them).  Smaller blocks, and systems without these calls, take NumPy's memory."""
     if nbytes >= HUGE_PAGE_BYTES and huge_pages_wanted():
         found = _mapped(nbytes, populate)

@@ -1,5 +1,5 @@
-"""Large host blocks (``devicelayer.hostmemory.block``): the host pool's buffers, oneDNN's reordered weights and
-a model's weights; asked to be backed by transparent huge pages where the kernel has them."""
+"""Large host blocks (``devicelayer.hostmemory.block``): oneDNN's reordered weights and a model's weights, asked to be
+backed by transparent huge pages where the kernel has them; the host pool's buffers stay NumPy's memory."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def test_a_large_block_is_on_huge_pages_where_the_kernel_gives_them(monkeypatch)
     assert huge >= 2048 and rss <= (5 << 10) // 2 + 4
 
 
-def test_the_host_pools_large_buffers_are_blocks_and_move_data_right():
+def test_the_host_pools_large_buffers_are_aligned_and_move_data_right():
     host = dl.device("host")
     n = (6 << 20) // 4
     x = np.random.default_rng(3).standard_normal(n).astype(np.float32)
@@ -87,3 +87,34 @@ def test_the_host_pools_large_buffers_are_blocks_and_move_data_right():
         np.testing.assert_array_equal(out, x)
     finally:
         host.pool.free(buf)
+
+
+def test_a_models_weights_are_read_from_a_huge_page_block(tmp_path, monkeypatch):
+    """A checked model file's raw weights (loaded again unchanged: one block, ``onnx/rawdata.py``) of 2 MiB or more
+    are one such block, and the model runs right from it."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    import devicelayer.onnx as dlo
+
+    monkeypatch.setenv("DEVICELAYER_HUGE_PAGES", "1")
+    rng = np.random.default_rng(11)
+    w = (rng.standard_normal((1024, 768)) / 30).astype(np.float32)  # 3 MiB
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 1024])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4, 768])],
+                              [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    dlo.load(str(path))  # checked: the second load parses the file from a mapping, its weights into one block
+    loaded = dlo.load(str(path))
+    (held,) = [v.constant for v in loaded.graph().values.values()
+               if v.constant is not None and v.constant.shape == w.shape]
+    np.testing.assert_array_equal(held, w)
+    if os.path.exists("/proc/self/smaps") and _thp_mode() in ("always", "madvise"):
+        assert held.ctypes.data % hostmemory.HUGE_PAGE_BYTES == 0  # (the block's first weight)
+        assert _pages_kib(held.ctypes.data, held.nbytes)[0] >= 2048
+    x = rng.standard_normal((4, 1024)).astype(np.float32)
+    got = loaded.compile(["host"]).run_numpy({"x": x})["y"]
+    np.testing.assert_allclose(got, x.astype(np.float64) @ w.astype(np.float64), rtol=1e-4, atol=1e-4)
