@@ -68,7 +68,7 @@ def _checked(model_bytes: bytes) -> str | None:
     return None
 
 
-def _float16_converted(module: Any, example: tuple, names: list[str], torch: Any) -> bytes:
+def _float16_converted(module: Any, example: tuple, names: list[str]) -> bytes:
     """The module exported in float32 and converted to float16 by onnxconverter-common (the module and its float
     inputs are float16 again after).  Casts to float32 the export had (a half model's upcasts) cast to float16,
     so the whole model computes in half as its converted weights do."""
@@ -143,7 +143,7 @@ def run_case(name: str, batch: int, dtype: str, device_ids: list[str], modes: li
             # PyTorch's export of a half model can mix float32 and float16 where ONNX allows one type (a
             # LayerNormalization fed by float32 upcasts: onnx's checker and onnxruntime refuse it too)
             row["export refused"] = problem
-            model_bytes = _float16_converted(module, tuple(x.cuda() for x in example), names, torch)
+            model_bytes = _float16_converted(module, tuple(x.cuda() for x in example), names)
             row["export"] = "torch.onnx.export in float32, onnxconverter-common's float16 conversion"
 
     def torch_call(fn: Callable) -> Callable[[], np.ndarray]:

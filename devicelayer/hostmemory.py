@@ -36,26 +36,33 @@ def huge_pages_wanted() -> bool:
     return os.environ.get("DEVICELAYER_HUGE_PAGES", "1").strip().lower() not in ("0", "off", "false", "no")
 
 
-def block(nbytes: int, populate: bool = False) -> np.ndarray:
-    """``nbytes`` of uninitialised private memory (uint8), aligned to 64 bytes at least, for data kept a long time
-    and read often (a model's weights): each large block is a mapping of its own, made and faulted in once.
-
-    A block of ``HUGE_PAGE_BYTES`` or more is its own anonymous mapping, aligned to that size and advised
-    ``MADV_HUGEPAGE``: where the kernel's transparent huge pages are "madvise" (a common default), its pages
-    are 2 MiB ones, so weights streamed every run take a TLB entry per 2 MiB instead of per 4 KiB.  ``populate``: the pages made at once (one call, not a fault per page as a first copy
-    touches them).  Smaller blocks, and systems without these calls, take NumPy's memory."""
-    if nbytes >= HUGE_PAGE_BYTES and huge_pages_wanted():
-        found = _mapped(nbytes, populate)
-        if found is not None:
-            return found
+def aligned_empty(nbytes: int) -> np.ndarray:
+    """``nbytes`` of uninitialised NumPy memory (uint8) aligned to 64 bytes: from the C library's heap, which hands
+    a freed block out again (for buffers that come and go)."""
     raw = np.empty(nbytes + 64, np.uint8)
     start = (-raw.ctypes.data) % 64
     return raw[start:start + nbytes]
 
 
-def _mapped(nbytes: int, populate: bool) -> np.ndarray | None:
-    """An anonymous mapping of ``nbytes`` starting at a ``HUGE_PAGE_BYTES`` boundary, advised for huge pages;
-    None where the system has no such calls."""
+def block(nbytes: int, populate: bool = False) -> np.ndarray:
+    """``nbytes`` of uninitialised private memory (uint8), aligned to 64 bytes at least, for data kept a long time
+    and read often (a model's weights): a large block on huge pages (``huge_block``), a smaller one NumPy's."""
+    found = huge_block(nbytes, populate)
+    return found if found is not None else aligned_empty(nbytes)
+
+
+def huge_block(nbytes: int, populate: bool = False) -> np.ndarray | None:
+    """``nbytes`` (``HUGE_PAGE_BYTES`` or more) of uninitialised private memory (uint8) as an anonymous mapping of
+    its own, aligned to ``HUGE_PAGE_BYTES`` and advised ``MADV_HUGEPAGE``; None for a smaller block, where
+    ``DEVICELAYER_HUGE_PAGES=0``, or where the system has no such calls.
+
+    Where the kernel's transparent huge pages are "madvise" (a common default), its pages are 2 MiB ones, so
+    weights streamed every run take a TLB entry per 2 MiB instead of per 4 KiB; its last partial 2 MiB (and the
+    unused span after it) stays on ordinary pages, so its memory is its size rather than rounded up.  Such a
+    mapping is made and faulted in once: not for buffers that come and go.  ``populate``: the pages made at once
+    (a fault per huge page now, not one per page as a first copy touches them)."""
+    if nbytes < HUGE_PAGE_BYTES or not huge_pages_wanted():
+        return None
     import mmap
 
     advice = getattr(mmap, "MADV_HUGEPAGE", None)
@@ -68,8 +75,6 @@ def _mapped(nbytes: int, populate: bool) -> np.ndarray | None:
         return None
     whole = np.frombuffer(area, np.uint8)
     start = (-whole.ctypes.data) % HUGE_PAGE_BYTES
-    # huge pages for the whole 2 MiB pieces of the block; its last partial piece (and the unused span after it)
-    # on ordinary pages, so the block's memory stays its size rather than rounding up to 2 MiB
     tail = start + nbytes // HUGE_PAGE_BYTES * HUGE_PAGE_BYTES
     try:
         area.madvise(advice, start, tail - start)
@@ -80,5 +85,5 @@ def _mapped(nbytes: int, populate: bool) -> np.ndarray | None:
         pass  # (a kernel without transparent huge pages: ordinary pages)
     out = whole[start:start + nbytes]
     if populate:
-        out[::mmap.PAGESIZE] = 0  # one fault per huge page where the kernel gives them (before the first copy)
+        out[::mmap.PAGESIZE] = 0
     return out

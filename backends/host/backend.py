@@ -18,7 +18,7 @@ from devicelayer import interrupts
 from devicelayer.device import Device, Program
 from devicelayer.dlpack import DLDeviceType
 from devicelayer.dtypes import EXTRA
-from devicelayer.hostmemory import meminfo
+from devicelayer.hostmemory import aligned_empty, meminfo
 from devicelayer.errors import CompileError, LaunchError
 from devicelayer.events import Event, dependency_error, dispatcher
 from devicelayer.info import DTYPE_NAMES, DeviceInfo
@@ -91,13 +91,10 @@ class HostPool(MemoryPool):
         return why
 
     def _allocate(self, nbytes: int) -> np.ndarray:
-        # NumPy's memory, 64-byte aligned: buffers come and go (a run's outputs, eager ops), and the C library's heap
-        # hands a freed block out again where a mapping of its own (``hostmemory.block``) would be made and faulted
-        # in anew each time (3 MiB allocated, touched and freed: 30-40 us against 660-710 us on the VM); a plan's
-        # activations on huge pages ran no faster
-        raw = np.empty(nbytes + 64, np.uint8)
-        start = (-raw.ctypes.data) % 64
-        return raw[start:start + nbytes]
+        # buffers come and go (a run's outputs, eager ops): NumPy's heap memory, not a mapping of its own each
+        # (``hostmemory.huge_block``: 3 MiB allocated, touched and freed took 660-710 us against 30-40 on the VM; a
+        # plan's activations on huge pages ran no faster)
+        return aligned_empty(nbytes)
 
     def _release(self, handle: Any, nbytes: int) -> None:
         pass  # NumPy frees the memory with the last reference

@@ -23,7 +23,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from ..hostmemory import HUGE_PAGE_BYTES, block, huge_pages_wanted
+from ..hostmemory import huge_block
 
 ALIGNMENT = 64
 
@@ -120,8 +120,9 @@ def _block(nbytes: int) -> np.ndarray:
     fault per page as the copy first touches it)."""
     if nbytes == 0:
         return np.empty(0, np.uint8)
-    if nbytes >= HUGE_PAGE_BYTES and huge_pages_wanted():  # the weights, read every run: on huge pages
-        return block(nbytes, populate=True)
+    found = huge_block(nbytes, populate=True)  # the weights, read every run: on huge pages where large enough
+    if found is not None:
+        return found
     try:
         area = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0))
     except (AttributeError, OSError, ValueError):  # (a system without these flags)
