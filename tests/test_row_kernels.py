@@ -10,11 +10,13 @@ import pytest
 
 import devicelayer as dl
 from devicelayer.kernels.op import TensorType, get
-from devicelayer.kernels.ops.rows import grouped_rows
+from devicelayer.kernels.ops.rows import MIN_LANES, grouped_rows, row_lanes
 from devicelayer.ops import names  # noqa: F401  (registers the op library)
 
-#: (shape, axis): few long rows, many long rows, many short rows, long rows strided along a middle axis
-SHAPES = [((3, 300), -1), ((2, 4, 16, 130), -1), ((40, 9), -1), ((4, 140, 6), 1)]
+#: (shape, axis): few long rows, many long rows, many short rows, long rows strided along a middle axis; in the group
+#: form, rows of 32 and 64 items, 8 and 4 to a group (the last group part empty), and a group a row
+SHAPES = [((3, 300), -1), ((2, 4, 16, 130), -1), ((40, 9), -1), ((4, 140, 6), 1), ((7, 128), -1),
+          ((5, 150), -1), ((5, 1000), -1)]
 
 
 def _run(device, op, arrays, attrs):
@@ -36,7 +38,7 @@ def test_axis_rows_match_the_float64_reference(device, rng, op, shape, axis):
     _run(device, op, [x], attrs)
 
 
-@pytest.mark.parametrize("shape", [(3, 300), (2, 4, 16, 130), (40, 9)])
+@pytest.mark.parametrize("shape", [(3, 300), (2, 4, 16, 130), (40, 9), (7, 128), (5, 150)])
 @pytest.mark.parametrize("op", ["layer_normalization", "rms_normalization"])
 def test_normalized_rows_match_the_float64_reference(device, rng, op, shape):
     x = rng.standard_normal(shape).astype(np.float32)
@@ -61,3 +63,14 @@ def test_both_row_forms_are_taken_where_they_are_chosen(device):
         pytest.skip("the host runs NumPy, not the row kernels")
     assert grouped_rows(3, 300, info) and not grouped_rows(40, 9, info)
     assert grouped_rows(2 * 4 * 16 * 4096, 130, info) == (info.device_type != "cpu")
+
+
+def test_short_rows_share_a_work_group():
+    """Rows shorter than the group get a power-of-two run of items (about four elements each, never fewer than
+    MIN_LANES), several rows a group; long rows the whole group."""
+    assert row_lanes(128, 256) == 32 and row_lanes(150, 256) == 64 and row_lanes(300, 256) == 128
+    assert row_lanes(1000, 256) == 256 and row_lanes(100000, 256) == 256
+    assert row_lanes(129, 256) == 64 and row_lanes(16, 256) == MIN_LANES and row_lanes(128, 16) == 16
+    for k in range(1, 5000, 37):
+        lanes = row_lanes(k, 256)
+        assert lanes & (lanes - 1) == 0 and 256 % lanes == 0

@@ -46,19 +46,24 @@ def group_local(info: DeviceInfo, want: int = 256) -> int:
     return 1 << (local.bit_length() - 1)
 
 
-def group_reduce(var: str, combine: Callable[[str, str], str], shared: str = "red", indent: str = "        ") -> str:
-    """Dialect code combining every item's ``var`` across the work-group; all items get the result.
+def group_reduce(var: str, combine: Callable[[str, str], str], shared: str = "red", indent: str = "        ",
+                 lanes: int | None = None) -> str:
+    """Dialect code combining every item's ``var`` across the work-group; all items get the result.  With
+    ``lanes`` (a power of two dividing the group size), across each run of ``lanes`` adjacent items instead
+    (``LID(0) % lanes`` is the item's lane): each run gets its own result.
 
     Needs ``shared`` (LSIZE(0) ACCs) declared in the spec and a power-of-two group size; every
     item of the group must reach it.
     """
     i = indent
+    width, lane, first = ("LSIZE(0)", "LID(0)", "0") if lanes is None else \
+        (str(lanes), f"(LID(0) % {lanes})", f"LID(0) - LID(0) % {lanes}")
     return (f"{i}{shared}[LID(0)] = {var};\n{i}BARRIER();\n"
-            f"{i}for (int dl_s = LSIZE(0) / 2; dl_s > 0; dl_s = dl_s / 2) {{\n"
-            f"{i}    if (LID(0) < dl_s) {shared}[LID(0)] = "
+            f"{i}for (int dl_s = {width} / 2; dl_s > 0; dl_s = dl_s / 2) {{\n"
+            f"{i}    if ({lane} < dl_s) {shared}[LID(0)] = "
             f"{combine(f'{shared}[LID(0)]', f'{shared}[LID(0) + dl_s]')};\n"
             f"{i}    BARRIER();\n{i}}}\n"
-            f"{i}{var} = {shared}[0];\n{i}BARRIER();\n")
+            f"{i}{var} = {shared}[{first}];\n{i}BARRIER();\n")
 
 
 def add(a: str, b: str) -> str:

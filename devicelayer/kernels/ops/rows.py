@@ -96,15 +96,38 @@ def grouped_rows(R: int, K: int, info: DeviceInfo) -> bool:
     return K >= GROUP_THRESHOLD and (info.device_type != "cpu" or R < 4 * info.compute_units or K > ITEM_ROW_MAX)
 
 
+#: elements each item of a grouped row reads, about, where rows are shorter than the work-group: a run of
+#: ``row_lanes`` items per row, several rows a group
+LANE_ELEMENTS = 4
+#: the fewest items a grouped row gets (a GPU's SIMD width: fewer leave a warp part idle)
+MIN_LANES = 32
+
+
+def row_lanes(K: int, local: int) -> int:
+    """Items per row of a grouped launch of work-groups of ``local`` items: the whole group for long rows; for
+    short ones the power of two (at least ``MIN_LANES``) giving each about ``LANE_ELEMENTS`` elements, so that one
+    group runs ``local // lanes`` rows at once and its reductions take fewer steps (softmax over 128 keys: 32 items
+    a row, 8 rows a group of 256, where a group per row left half its items idle and reduced over 256)."""
+    lanes = 1 << max(0, math.ceil(math.log2(max(1, -(-K // LANE_ELEMENTS)))))
+    return max(1, min(local, max(lanes, MIN_LANES)))
+
+
 def row_launch(name: str, elem: str, R: int, K: int, buffers: Sequence[Param], scalars: Sequence[Param],
                args: Sequence[Any], header: str, off: str, phases: Sequence[Phase], info: DeviceInfo) -> Launch:
     """One launch running ``phases`` over ``R`` rows of ``K`` elements (x is the first buffer, read as ``v``);
     ``header`` (statements) runs first in each row ``r``; ``args`` are the buffers' then the scalars'."""
     grouped = grouped_rows(R, K, info)
+    lanes = None
     if grouped:
         local = group_local(info)
-        start, step, lead = "LID(0)", "LSIZE(0)", "(LID(0) == 0)"
-        head = "    for (int r = GROUP(0); r < R; r += NGROUPS(0)) {\n"
+        lanes = row_lanes(K, local)
+        per = local // lanes
+        # a run of ``lanes`` items per row, ``per`` rows a group; every item of the group loops as long as the
+        # group has rows (its reductions' barriers), an item past the last row on a copy of the last, writing nothing
+        start, step, lead = f"(live ? LID(0) % {lanes} : K)", str(lanes), f"(live && LID(0) % {lanes} == 0)"
+        head = (f"    for (int r0 = GROUP(0) * {per}; r0 < R; r0 += NGROUPS(0) * {per}) {{\n"
+                f"        bool live = r0 + LID(0) / {lanes} < R;\n"
+                f"        int r = live ? r0 + LID(0) / {lanes} : R - 1;\n")
     else:
         local = local_1d(info)
         start, step, lead = "0", "1", "(K >= 0)"
@@ -118,16 +141,16 @@ def row_launch(name: str, elem: str, R: int, K: int, buffers: Sequence[Param], s
             body.append(loop + f"            ACC v = TO_ACC(x[off]);\n            {var} = {combine(var, expr)};\n"
                         "        }\n")
             if grouped:
-                body.append(group_reduce(var, combine))
+                body.append(group_reduce(var, combine, lanes=None if lanes == local else lanes))
             body.append(after.replace("ROW_LEAD", lead))
         else:
             body.append(loop + "            ACC v = TO_ACC(x[off]);\n" + phase[1] + "        }\n")
     body.append("    }")
     params = (*buffers, Param("R", "int", "scalar"), Param("K", "int", "scalar"), *scalars)
     shared = ((acc_type(elem), "red", local),) if grouped else ()
-    variant = f"g{local}" if grouped else "l"
+    variant = f"g{local}w{lanes}" if grouped else "l"
     spec = KernelSpec(f"{name}_{variant}", params, "".join(body), elem=elem, shared=shared, local_size=(local,))
-    gsize = groups_for(R * local, local, info) if grouped else groups_for(R, local, info)
+    gsize = groups_for(-(-R // (local // lanes)) * local, local, info) if grouped else groups_for(R, local, info)
     return Launch(spec, (*args[:len(buffers)], R, K, *args[len(buffers):]), gsize, (local,))
 
 
