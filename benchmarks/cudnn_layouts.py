@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     import cupy
 
     import devicelayer as dl
-    from devicelayer.backends.cuda import conv as cuda_conv, dnn as cuda_dnn
+    from devicelayer.backends.cuda import dnn as cuda_dnn, timing as cuda_timing
 
     dev = dl.device("cuda:0")
     dnn = dev._dnn()
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
                         layer.fused = False
                     dnn.find(layer, stream.ptr, x.data.ptr, w.data.ptr, y.data.ptr, scratch.data.ptr, scratch.nbytes)
                     ws = cupy.empty(max(layer.workspace, 1), np.uint8)
-                    us = 1e3 * cuda_conv._time(stream, lambda: dnn.forward(
+                    us = 1e3 * cuda_timing.gpu_ms(stream, lambda: dnn.forward(
                         layer, stream.ptr, x.data.ptr, w.data.ptr, b.data.ptr, y.data.ptr, ws.data.ptr))
                     row[form] = {"us": us, "algo": layer.algo, "fused": layer.fused}
                     sums[form] += us * reps

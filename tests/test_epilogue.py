@@ -98,8 +98,9 @@ def test_gemm_residual_and_lone_relu(device, rng):
     g.output("y2", g.relu(g.gemm(a, w, transB=1)))  # a lone pointwise node
     feeds = {"a": rng.standard_normal((20, 33)).astype(np.float32),
              "r": rng.standard_normal((20, 17)).astype(np.float32)}
-    if _vendor_takes(device, "gemm", [(20, 33), (33, 17)], (20, 17)):
-        # (cuBLAS takes the products: each chain stays one kernel after its product)
+    prefers = getattr(device.vendor_op("gemm"), "prefers_epilogue", False)
+    if _vendor_takes(device, "gemm", [(20, 33), (33, 17)], (20, 17)) and not prefers:
+        # (a vendor library takes the products: each chain stays one kernel after its product)
         graph = _check(g, device, feeds, 4, 5)
         assert sorted(n.op for n in graph.needed()) == ["fused_elementwise", "gemm", "gemm", "relu"]
         return
@@ -215,3 +216,27 @@ def test_epilogue_verdicts_are_kept_per_call_and_tell_calls_apart(device):
     assert epilogue._frozen(np.array([1, 2], np.int32)) != epilogue._frozen(np.array([1, 2], np.int64))
     with pytest.raises(TypeError):
         epilogue._frozen(object())
+
+
+class _EpilogueLibrary(_Library):
+    """A stand-in vendor library that also applies every epilogue in its own call, and would rather (never run)."""
+
+    takes_epilogue = prefers_epilogue = True
+
+
+def test_a_vendor_library_that_applies_the_epilogue_takes_the_chain(rng, monkeypatch):
+    device = dl.device("opencl:0") if any(d.id == "opencl:0" for d in dl.devices()) else None
+    if device is None:
+        pytest.skip("needs a kernel device")
+    monkeypatch.setattr(device, "vendor_op", lambda name: _EpilogueLibrary() if name == "matmul" else None)
+    g = dl.Graph()
+    x = g.input("x", (6, 5))
+    w = g.constant(rng.standard_normal((5, 4)).astype(np.float32))
+    g.output("y", g.relu(g.add(g.matmul(x, w), g.constant(np.ones(4, np.float32)))))
+    plan = g.compile([device])
+    try:
+        [node] = plan.graph.needed()
+        assert node.op == "matmul" and [s[0] for s in node.attrs["epilogue"]] == ["add", "relu"]
+        assert plan.kernel_counts() == {"before": 3, "after": 1}
+    finally:
+        plan.release()

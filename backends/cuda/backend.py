@@ -71,7 +71,7 @@ from devicelayer.registry import Backend
 from devicelayer.signature import Signature, c_signature
 from devicelayer.threads import DaemonPool
 
-from . import blas as cuda_blas, dnn as cuda_dnn, driver_start
+from . import blas as cuda_blas, blaslt as cuda_blaslt, dnn as cuda_dnn, driver_start
 
 if importlib.util.find_spec("cupy") is not None:  # (no CUDA context for a process that cannot use it)
     driver_start.begin()  # the driver starts while CuPy imports; the backend waits for it before its first call
@@ -471,6 +471,8 @@ class CudaDevice(Device):
         self._library_lock = threading.Lock()  # vendor library handles are made under it
         self._warming: threading.Thread | None = None  # cuBLAS's start on a thread (see _warm_blas)
         self._conv_routes: dict[tuple, Any] = {}  # convolution geometry -> how it runs (see cuda_conv)
+        self._gemm_routes: dict[tuple, Any] = {}  # product geometry -> how it runs (see cuda_gemm)
+        self._lt_handle: cuda_blaslt.Lt | None = None
         self._capture_stream: Any = None  # the stream recordings are captured on (captures are serialised)
         self._capture_lock = threading.Lock()
 
@@ -555,6 +557,20 @@ class CudaDevice(Device):
             "_blas_handle", "cuBLAS", cuda_blas.library(),
             lambda lib: cuda_blas.Blas(lib, self.pool.cupy_pool.malloc(cuda_blas.WORKSPACE)))
 
+    def _lt(self) -> cuda_blaslt.Lt | None:
+        """This device's cuBLASLt handle (made on first use, with a workspace of its own); None where cuBLASLt is
+        missing or does not start (products then take cuBLAS's default)."""
+        if self._lt_handle is not None:
+            return self._lt_handle
+        lib = cuda_blaslt.library()
+        if lib is None:
+            return None
+        try:
+            return self._library_handle("_lt_handle", "cuBLASLt", lib, lambda lib: cuda_blaslt.Lt(
+                lib, self.pool.cupy_pool.malloc(cuda_blas.WORKSPACE), cuda_blas.WORKSPACE))
+        except (LaunchError, cuda_blaslt.LtError):
+            return None
+
     def _dnn(self) -> cuda_dnn.Dnn:
         """This device's cuDNN handle (made on first use)."""
         return self._dnn_handle or self._library_handle("_dnn_handle", "cuDNN", cuda_dnn.library(), cuda_dnn.Dnn)
@@ -608,7 +624,9 @@ class CudaDevice(Device):
         if name in ("matmul", "gemm", "conv") and self._warming is None:
             self._warm_blas()
         if name in ("matmul", "gemm"):
-            return _VendorGemm(self, name, "cuBLAS")
+            from . import gemm as cuda_gemm  # (it builds on this module's vendor-op base)
+
+            return cuda_gemm.VendorGemm(self, name, "cuBLAS")
         if name == "conv":
             from . import conv as cuda_conv  # (it builds on this module's vendor-op base)
 
@@ -759,20 +777,6 @@ class CudaDevice(Device):
                 pass
 
 
-_AXPBY: dict[bool, Any] = {}
-
-
-def _axpby(double: bool) -> Any:
-    """y = alpha * y + beta * c, c broadcast to y (ONNX Gemm's C term after the product), in float64 for
-    float64 and float32 otherwise."""
-    if double not in _AXPBY:
-        acc, scalar = ("double", "float64") if double else ("float", "float32")
-        _AXPBY[double] = cupy.ElementwiseKernel(
-            f"T c, {scalar} alpha, {scalar} beta", "T y", f"y = (T)(alpha * ({acc})y + beta * ({acc})c)",
-            f"devicelayer_gemm_axpby_{acc}")
-    return _AXPBY[double]
-
-
 def _cupy_view(buffer: Buffer, t: Any, index: int) -> "cupy.ndarray":
     """A cupy.ndarray over the first t.size elements of a devicelayer buffer (no copy, no ownership)."""
     return _cupy_at(buffer.handle.ptr + buffer.offset, t.shape, t.dtype, index, buffer)
@@ -810,34 +814,6 @@ class _Vendor:
     def enqueue(self, stream: Any, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> None:
         """Queue the work on ``stream`` (the device is current)."""
         raise NotImplementedError
-
-
-class _VendorGemm(_Vendor):
-    """matmul / gemm through cuBLAS."""
-
-    def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
-        """Floating-point products of non-empty operands (integer ones use the op's kernels)."""
-        return ins[0].dtype in cuda_blas.DTYPES and all(t.size > 0 for t in (*ins, *outs))
-
-    def enqueue(self, stream: Any, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> None:
-        """Queue the product on ``stream`` (the device is current)."""
-        blas, dtype = self.dev._blas(), outs[0].dtype
-        a, b, y = (_address(x) for x in (in_bufs[0], in_bufs[1], out_bufs[0]))
-        tf32 = bool(attrs.get("allow_tf32"))
-        if self.name == "matmul":
-            cuda_blas.matmul(blas, stream.ptr, dtype, ins[0].shape, ins[1].shape, a, b, y, tf32)
-            return
-        ta, tb = attrs["transA"], attrs["transB"]
-        (m, k), n = (ins[0].shape[::-1] if ta else ins[0].shape), (ins[1].shape[0] if tb else ins[1].shape[1])
-        alpha = attrs["alpha"] if len(ins) == 2 else 1.0
-        blas.gemm(stream.ptr, dtype, ta, tb, m, n, k, alpha, a, m if ta else k, 0, b, k if tb else n, 0, 0.0,
-                  y, n, 0, 1, tf32)
-        if len(ins) == 3:
-            with stream:
-                double = dtype == np.float64
-                scalar = np.float64 if double else np.float32
-                _axpby(double)(_cupy_view(in_bufs[2], ins[2], self.dev.index), scalar(attrs["alpha"]),
-                               scalar(attrs["beta"]), _cupy_view(out_bufs[0], outs[0], self.dev.index))
 
 
 class _Captured:

@@ -22,9 +22,9 @@ import numpy as np
 
 from . import blas as cuda_blas, dnn as cuda_dnn
 from .backend import _address, _cupy_at as _at, _Vendor
+from .timing import gpu_ms as _time
 
 _COL_BYTES = 256 << 20  # the most im2col scratch one convolution takes at once
-_TIMED = 5  # timed calls per contestant when tuning (after one warm-up call)
 _kernels: dict[str, Any] = {}
 
 
@@ -451,34 +451,3 @@ def routes_best(dev: Any, key: tuple) -> float:
     """The fastest time measured for a geometry's NCHW routes (ms; infinite where none was timed)."""
     return min((v for k, v in _times(dev, key).items() if k in ("dnn", "im2col") and isinstance(v, float)),
                default=float("inf"))
-
-
-def _time(stream: Any, fn: Any) -> float:
-    """GPU milliseconds per call of ``fn`` on ``stream``: one warm-up call, then a CUDA graph of a few calls timed
-    as one launch, so host gaps between the calls' launches do not count (replayed plans have none); timed
-    directly where the calls cannot be captured."""
-    fn()
-    start, end = cupy.cuda.Event(), cupy.cuda.Event()
-    graph = None
-    pool = cupy.cuda.MemoryPool()  # scratch taken while capturing lives as long as the graph
-    with cupy.cuda.using_allocator(pool.malloc):
-        stream.begin_capture(cupy.cuda.runtime.streamCaptureModeRelaxed)
-        try:
-            for _ in range(_TIMED):
-                fn()
-        finally:
-            try:
-                graph = stream.end_capture()
-            except Exception:
-                graph = None
-        if graph is not None:
-            graph.launch(stream)
-        start.record(stream)
-        if graph is not None:
-            graph.launch(stream)
-        else:
-            for _ in range(_TIMED):
-                fn()
-        end.record(stream)
-        end.synchronize()
-    return cupy.cuda.get_elapsed_time(start, end) / _TIMED

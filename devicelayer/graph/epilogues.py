@@ -4,8 +4,10 @@
 group (or one fusable node) on its device reads, makes product and chain one node of the product's op with the
 chain as its ``epilogue`` (``kernels/ops/epilogue.py``): one kernel launch where there were two.  It does so only
 where the chain writes its last step alone, the result keeps the product's shape and dtype, the product with the
-epilogue runs on the device, and no vendor library would take the product there (a vendor-library product keeps
-the chain as the fused kernel after it; on the host, NumPy's product, which runs the small ones, is the op's own).
+epilogue runs on the device, and no vendor library would take the product there unless it applies that epilogue
+in the same call (``prefers_epilogue``: cuBLASLt's bias row, summand and ReLU); otherwise a vendor-library product
+keeps the chain as the fused kernel after it (on the host, NumPy's product, which runs the small ones, is the op's
+own).
 """
 
 from __future__ import annotations
@@ -30,6 +32,17 @@ def _vendor_takes(device: Any, node: Node, ins: Sequence[TensorType], out: Tenso
     vendor = device.vendor_op(node.op)
     accepts = getattr(vendor, "accepts", None)
     return vendor is not None and (accepts is None or bool(accepts(ins, [out], dict(attrs))))
+
+
+def _vendor_takes_epilogue(device: Any, node: Node, ins: Sequence[TensorType], outs: Sequence[TensorType],
+                           attrs: Mapping[str, Any]) -> bool:
+    """Whether the device's vendor library, taking ``node``, would rather take it with the epilogue in ``attrs``
+    too (an op with ``prefers_epilogue`` whose ``accepts`` takes the call: cuBLASLt adds a bias row, a summand and a
+    ReLU in the product's own launch)."""
+    vendor = device.vendor_op(node.op)
+    accepts = getattr(vendor, "accepts", None)
+    return bool(getattr(vendor, "prefers_epilogue", False)) and accepts is not None and \
+        bool(accepts(ins, list(outs), dict(attrs)))
 
 
 def _chain(members: Sequence[Node], product: Value) -> tuple[list[Value], tuple] | None:
@@ -85,8 +98,6 @@ def attach(nodes: Sequence[Node], types: Mapping[int, TensorType], outputs: set[
             continue
         extras, steps = chain
         ins = [types[id(v)] for v in node.inputs]
-        if _vendor_takes(device, node, ins, types[id(product)], node.attrs):
-            continue
         op = get(node.op)
         all_in = ins + [types[id(v)] for v in extras]
         try:
@@ -95,6 +106,9 @@ def attach(nodes: Sequence[Node], types: Mapping[int, TensorType], outputs: set[
             continue
         last = members[-1].outputs[0]
         if outs[0] != types[id(last)] or op.unsupported(all_in, attrs, device.info) is not None:
+            continue
+        if _vendor_takes(device, node, ins, types[id(product)], node.attrs) and \
+                not _vendor_takes_epilogue(device, node, all_in, outs, attrs):
             continue
         if group is not None:
             result = [r for r in result if r is not group]
