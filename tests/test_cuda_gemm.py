@@ -43,7 +43,7 @@ def route(request, monkeypatch):
         shape, tail = cuda_gemm.geometry(self.name, ins, attrs), cuda_gemm.tail_of(self.name, ins, outs, attrs)
         if request.param != "cublas" and shape is not None and tail is not None:
             product = self.dev._lt().product(ins[0].dtype, *shape, bias=tail.bias is not None,
-                                             summand=tail.summand is not None, relu=tail.relu)
+                                             summand=tail.summand is not None, activation=tail.activation)
             if product.candidates:
                 taken.append("lt")
                 return (product, 0 if request.param == "lt first" else len(product.candidates) - 1)
@@ -195,19 +195,20 @@ def _products(plan):
     return [(n.op, [s[0] for s in n.attrs.get("epilogue") or ()]) for n in plan.graph.needed()]
 
 
-@pytest.mark.parametrize("form", ["bias", "bias first", "residual then bias", "bias residual relu", "gemm",
-                                  "not taken"])
-def test_a_chain_cublaslt_applies_is_the_product_epilogue(rng, form):
-    """MatMul + a bias row (either operand order) + a summand of the output's shape + ReLU, and Gemm (its C a bias
-    row) + a summand, run as one cuBLAS call with the chain as its epilogue, results right against float64; a
-    chain with a step it does not apply (a product by a row) stays a fused kernel after the product."""
+@pytest.mark.parametrize("form", ["bias", "bias first", "residual then bias", "bias residual relu", "bias gelu",
+                                  "gemm", "gemm gelu", "not taken"])
+def test_a_chain_cublaslt_applies_is_the_product_epilogue(route, rng, form):
+    """MatMul + a bias row (either operand order) + a summand of the output's shape + ReLU or GELU's tanh form, and
+    Gemm (its C a bias row) + a summand or GELU, run as one cuBLAS call with the chain as its epilogue, results right against float64; a
+    chain with a step it does not apply (a product by a row) stays a fused kernel after the product.  On each
+    forced route: cuBLASLt's epilogue, or cuBLAS's default product with the chain's kernels after it."""
     from test_fusion import close, poisoned_run, reference64
 
     dev = CUDA[0]
     if dev._lt() is None:
         pytest.skip("cuBLASLt is not available")
     g = dl.Graph()
-    shape = (2, 24, 40) if form != "gemm" else (48, 40)
+    shape = (48, 40) if form.startswith("gemm") else (2, 24, 40)
     x = g.input("x", shape)
     w = g.constant(rng.standard_normal((40, 56)).astype(np.float32))
     b = g.constant(rng.standard_normal(56).astype(np.float32))
@@ -215,23 +216,27 @@ def test_a_chain_cublaslt_applies_is_the_product_epilogue(rng, form):
     r = g.input("r", out)
     if form == "gemm":
         y = g.add(g.gemm(x, w, b), r)
+    elif form == "gemm gelu":
+        y = g.gelu_tanh(g.gemm(x, w, b))
     else:
         p = g.matmul(x, w)
         y = {"bias": lambda: g.add(p, b), "bias first": lambda: g.add(b, p),
              "residual then bias": lambda: g.add(g.add(p, r), b),
              "bias residual relu": lambda: g.relu(g.add(g.add(p, b), r)),
+             "bias gelu": lambda: g.gelu_tanh(g.add(p, b)),
              "not taken": lambda: g.mul(p, b)}[form]()
     g.output("y", y)
     feeds = {"x": rng.standard_normal(shape).astype(np.float32), "r": rng.standard_normal(out).astype(np.float32)}
     plan = g.compile([dev])
     try:
         want = {"bias": ["add"], "bias first": ["add"], "residual then bias": ["add", "add"],
-                "bias residual relu": ["add", "add", "relu"], "gemm": ["add"]}.get(form)
+                "bias residual relu": ["add", "add", "relu"], "bias gelu": ["add", "gelu_tanh"], "gemm": ["add"],
+                "gemm gelu": ["gelu_tanh"]}.get(form)
         got = _products(plan)
         if want is None:
             assert got == [("matmul", []), ("mul", [])]
         else:
-            assert got == [("gemm" if form == "gemm" else "matmul", want)]
+            assert got == [("gemm" if form.startswith("gemm") else "matmul", want)]
             assert plan.kernel_counts()["after"] == 1
         result = poisoned_run(plan, feeds)
         close(result["y"], reference64(g, feeds)["y"], 2e-5)

@@ -2,7 +2,7 @@
 heuristic candidates for it), then run on any stream, stream capture included, with the candidate chosen.
 
 Row-major arrays map onto cuBLASLt's column-major convention as in ``blas`` (Y^T = B^T A^T). A bias row (ONNX
-Gemm's C of shape (n,) or (1, n), or an Add after a MatMul) and a ReLU are the product's epilogue, a summand of the
+Gemm's C of shape (n,) or (1, n), or an Add after a MatMul) and a ReLU or GELU are the product's epilogue, a summand of the
 output's shape its C term: all in the same launch.
 """
 
@@ -21,7 +21,9 @@ _R_32F, _R_64F = 0, 1  # cudaDataType of the scale (alpha, beta)
 _DESC_TRANSA, _DESC_TRANSB, _DESC_EPILOGUE, _DESC_BIAS_POINTER = 3, 4, 7, 8  # cublasLtMatmulDescAttributes_t
 _LAYOUT_BATCH_COUNT, _LAYOUT_BATCH_STRIDE = 5, 6  # cublasLtMatrixLayoutAttribute_t
 _PREF_MAX_WORKSPACE = 1  # cublasLtMatmulPreferenceAttributes_t
-_EPILOGUE_RELU, _EPILOGUE_BIAS = 2, 4  # cublasLtEpilogue_t (flags: RELU_BIAS is 6)
+_EPILOGUE_BIAS = 4  # cublasLtEpilogue_t: flags, RELU_BIAS is 6 and GELU_BIAS 36
+#: the activations a product's epilogue applies last (GELU's is its tanh form), as op names and epilogue flags
+ACTIVATIONS = {"relu": 2, "gelu_tanh": 32}
 #: heuristic candidates asked for per product
 CANDIDATES = 8
 #: pointer alignment (bytes) the candidates are chosen for; a call with a less aligned operand uses ``blas``
@@ -96,17 +98,19 @@ class Lt:
 
     def product(self, dtype: np.dtype, trans_a: bool, trans_b: bool, m: int, n: int, k: int, batch: int = 1,
                 strides: tuple[int, int, int] = (0, 0, 0), bias: bool = False, summand: bool = False,
-                relu: bool = False, tf32: bool = False) -> "Product":
-        """Row-major D (m, n) = relu?(alpha op(A) (m, k) @ op(B) (k, n) [+ beta C (m, n)] [+ a bias row of n]),
-        ``batch`` times (strides of A, B and D in elements; C as D)."""
-        return Product(self, np.dtype(dtype), trans_a, trans_b, m, n, k, batch, strides, bias, summand, relu, tf32)
+                activation: str | None = None, tf32: bool = False) -> "Product":
+        """Row-major D (m, n) = act(alpha op(A) (m, k) @ op(B) (k, n) [+ beta C (m, n)] [+ a bias row of n]),
+        ``batch`` times (strides of A, B and D in elements; C as D; ``activation`` one of ``ACTIVATIONS``)."""
+        return Product(self, np.dtype(dtype), trans_a, trans_b, m, n, k, batch, strides, bias, summand, activation,
+                       tf32)
 
 
 class Product:
     """A described product: its descriptors and cuBLASLt's heuristic candidates (``candidates``, best first)."""
 
     def __init__(self, lt: Lt, dtype: np.dtype, trans_a: bool, trans_b: bool, m: int, n: int, k: int, batch: int,
-                 strides: tuple[int, int, int], bias: bool, summand: bool, relu: bool, tf32: bool) -> None:
+                 strides: tuple[int, int, int], bias: bool, summand: bool, activation: str | None,
+                 tf32: bool) -> None:
         self.lt, self.bias, self.summand = lt, bias, summand
         lib = lt.lib
         double = dtype == np.float64
@@ -118,7 +122,7 @@ class Product:
         # column-major: the first operand is B (n x k, op as trans_b), the second A (k x m, op as trans_a)
         self._attr(_DESC_TRANSA, ctypes.c_int(_OP_T if trans_b else _OP_N))
         self._attr(_DESC_TRANSB, ctypes.c_int(_OP_T if trans_a else _OP_N))
-        epilogue = (_EPILOGUE_BIAS if bias else 0) | (_EPILOGUE_RELU if relu else 0)
+        epilogue = (_EPILOGUE_BIAS if bias else 0) | ACTIVATIONS.get(activation or "", 0)
         if epilogue:
             self._attr(_DESC_EPILOGUE, ctypes.c_uint32(epilogue))
         t = _DATA[dtype]

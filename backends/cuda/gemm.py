@@ -43,14 +43,28 @@ def _axpby(double: bool) -> Any:
 @dataclass(frozen=True)
 class Tail:
     """What follows the product in the same call: a bias row added, a summand of the output's shape added (times
-    ``beta``), a ReLU last (cuBLASLt's epilogue and C term take them all); or, ``c_after``, Gemm's C term added by a
-    kernel of its own (a C of another shape, a bias row under beta other than 1). Indices are of the call's inputs."""
+    ``beta``), an activation last, ReLU or GELU's tanh form (cuBLASLt's epilogue and C term take them all); or,
+    ``c_after``, Gemm's C term added by a kernel of its own (a C of another shape, a bias row under beta other than
+    1). Indices are of the call's inputs."""
 
     bias: int | None = None
     summand: int | None = None
     beta: float = 1.0
-    relu: bool = False
+    activation: str | None = None
     c_after: bool = False
+
+
+_GELU: dict[bool, Any] = {}
+
+
+def _gelu_tanh(double: bool) -> Any:
+    """GELU's tanh form in place, 0.5 y (1 + tanh(sqrt(2 / pi) (y + 0.044715 y^3))), in float64 for float64."""
+    if double not in _GELU:
+        acc = "double" if double else "float"
+        _GELU[double] = cupy.ElementwiseKernel(
+            "T x", "T y", f"{acc} v = ({acc})x; y = (T)(({acc})0.5 * v * (({acc})1 + tanh(({acc})0.7978845608028654 "
+            f"* (v + ({acc})0.044715 * v * v * v))))", f"devicelayer_gemm_gelu_tanh_{acc}")
+    return _GELU[double]
 
 
 def _row(t: Any, n: int) -> bool:
@@ -75,13 +89,13 @@ def tail_of(name: str, ins: Any, outs: Any, attrs: dict) -> Tail | None:
             summand = 2
         else:
             c_after = True
-    relu = False
+    activation = None
     cur = 0  # the operand slot of the value so far (0: the product)
     for k, (op, _, slots) in enumerate(attrs.get("epilogue") or ()):
-        if c_after or relu:
+        if c_after or activation:
             return None
-        if op == "relu" and tuple(slots) == (cur,):
-            relu = True
+        if op in blaslt.ACTIVATIONS and tuple(slots) == (cur,):
+            activation = op
         elif op == "add" and len(slots) == 2 and cur in slots and slots[0] != slots[1]:
             other = slots[1] if slots[0] == cur else slots[0]
             if not 1 <= other <= extra:
@@ -99,7 +113,7 @@ def tail_of(name: str, ins: Any, outs: Any, attrs: dict) -> Tail | None:
         else:
             return None
         cur = extra + 1 + k
-    return Tail(bias, summand, beta, relu, c_after)
+    return Tail(bias, summand, beta, activation, c_after)
 
 
 def geometry(name: str, ins: Any, attrs: dict) -> tuple | None:
@@ -126,7 +140,8 @@ def geometry(name: str, ins: Any, attrs: dict) -> tuple | None:
 
 class VendorGemm(_Vendor):
     """matmul / gemm through cuBLASLt's fastest candidate or cuBLAS's default product, tuned per geometry; a bias
-    row, a summand and a ReLU after the product (Gemm's C, the epilogue a plan gives it) in the same call."""
+    row, a summand and a ReLU or GELU (tanh form) after the product (Gemm's C, the epilogue a plan gives it) in the
+    same call."""
 
     #: a product with an epilogue may be asked for (``accepts`` decides)
     takes_epilogue = True
@@ -148,7 +163,7 @@ class VendorGemm(_Vendor):
         return f"cuBLASLt candidate {choice}" if product is not None else "cuBLAS"
 
     def _key(self, ins: Any, attrs: dict, shape: tuple, tail: Tail) -> tuple:
-        return (self.name, str(ins[0].dtype), shape, (tail.bias is not None, tail.summand is not None, tail.relu),
+        return (self.name, str(ins[0].dtype), shape, (tail.bias is not None, tail.summand is not None, tail.activation),
                 bool(attrs.get("allow_tf32")))
 
     def route(self, ins: Any, outs: Any, attrs: dict, tune: bool = True) -> tuple[Any, int]:
@@ -167,7 +182,7 @@ class VendorGemm(_Vendor):
             return (None, 0)
         try:
             product = lt.product(ins[0].dtype, *shape, bias=tail.bias is not None, summand=tail.summand is not None,
-                                 relu=tail.relu, tf32=bool(attrs.get("allow_tf32")))
+                                 activation=tail.activation, tf32=bool(attrs.get("allow_tf32")))
         except blaslt.LtError:
             product = None
         if product is None or not product.candidates:
@@ -177,7 +192,11 @@ class VendorGemm(_Vendor):
             if found is None:
                 if not tune:
                     return (None, 0)
-                found = self._tune(repr(key), ins, outs, attrs, product, lt, tail)
+                try:
+                    found = self._tune(repr(key), ins, outs, attrs, product, lt, tail)
+                except (cupy.cuda.memory.OutOfMemoryError, LaunchError, blaslt.LtError):
+                    return (None, 0)  # (no room for scratch buffers, or a failed call: cuBLAS's default, not kept; a
+                    # device a sticky error broke reports it at its next call)
         routes[key] = found
         return found
 
@@ -254,8 +273,10 @@ class VendorGemm(_Vendor):
             for index, beta in ((tail.bias, 1.0), (tail.summand, tail.beta)):
                 if index is not None:
                     add(arrays[index], *self._scalars(y.dtype, 1.0, beta), y)
-            if tail.relu:
+            if tail.activation == "relu":
                 cupy.maximum(y, 0, out=y)
+            elif tail.activation == "gelu_tanh":
+                _gelu_tanh(y.dtype == np.float64)(y, y)
 
     @staticmethod
     def _scalars(dtype: np.dtype, alpha: float, beta: float) -> tuple[Any, Any]:
