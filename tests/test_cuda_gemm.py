@@ -199,9 +199,9 @@ def _products(plan):
                                   "gemm", "gemm gelu", "not taken"])
 def test_a_chain_cublaslt_applies_is_the_product_epilogue(route, rng, form):
     """MatMul + a bias row (either operand order) + a summand of the output's shape + ReLU or GELU's tanh form, and
-    Gemm (its C a bias row) + a summand or GELU, run as one cuBLAS call with the chain as its epilogue, results right against float64; a
-    chain with a step it does not apply (a product by a row) stays a fused kernel after the product.  On each
-    forced route: cuBLASLt's epilogue, or cuBLAS's default product with the chain's kernels after it."""
+    Gemm (its C a bias row) + a summand or GELU, run as one cuBLAS call with the chain as its epilogue, results right
+    against float64; a chain with a step it does not apply (a product by a row) stays a kernel after the product.
+    On each forced route: cuBLASLt's epilogue, or cuBLAS's default product with the chain's kernels after it."""
     from test_fusion import close, poisoned_run, reference64
 
     dev = CUDA[0]

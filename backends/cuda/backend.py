@@ -777,6 +777,11 @@ class CudaDevice(Device):
                 pass
 
 
+#: how ``devicelayer info`` names the products' library
+_PRODUCTS = ("cuBLASLt or cuBLAS, the faster per geometry (a bias row, summand and ReLU or GELU in the product's "
+             "launch)")
+
+
 def _cupy_view(buffer: Buffer, t: Any, index: int) -> "cupy.ndarray":
     """A cupy.ndarray over the first t.size elements of a devicelayer buffer (no copy, no ownership)."""
     return _cupy_at(buffer.handle.ptr + buffer.offset, t.shape, t.dtype, index, buffer)
@@ -933,7 +938,7 @@ def _info(index: int, count: int) -> DeviceInfo:
         "kernel_cache": "CuPy's ($CUPY_CACHE_DIR or ~/.cupy/kernel_cache), keyed by source, options, "
                         "NVRTC version and compute capability",
         "cudnn": _cudnn_version(),
-        "vendor_ops": {"matmul": "cuBLAS", "gemm": "cuBLAS",
+        "vendor_ops": {"matmul": _PRODUCTS, "gemm": _PRODUCTS,
                        "conv": "cuDNN or im2col + cuBLAS, the faster per layer" if cuda_dnn.library() is not None
                        else "im2col + cuBLAS (ungrouped)"},
     }

@@ -2,8 +2,8 @@
 heuristic candidates for it), then run on any stream, stream capture included, with the candidate chosen.
 
 Row-major arrays map onto cuBLASLt's column-major convention as in ``blas`` (Y^T = B^T A^T). A bias row (ONNX
-Gemm's C of shape (n,) or (1, n), or an Add after a MatMul) and a ReLU or GELU are the product's epilogue, a summand of the
-output's shape its C term: all in the same launch.
+Gemm's C of shape (n,) or (1, n), or an Add after a MatMul) and a ReLU or GELU are the product's epilogue, a
+summand of the output's shape its C term: all in the same launch.
 """
 
 from __future__ import annotations
