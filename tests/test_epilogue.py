@@ -171,16 +171,21 @@ class _Library:
         raise AssertionError("not run")
 
 
-def test_a_product_a_vendor_library_takes_keeps_its_chain_as_a_fused_kernel(rng, monkeypatch):
+def _compiled_with(library, rng, monkeypatch):
+    """matmul + bias + relu compiled for PoCL with ``library`` standing in as its vendor matmul."""
     device = dl.device("opencl:0") if any(d.id == "opencl:0" for d in dl.devices()) else None
     if device is None:
         pytest.skip("needs a kernel device")
-    monkeypatch.setattr(device, "vendor_op", lambda name: _Library() if name == "matmul" else None)
+    monkeypatch.setattr(device, "vendor_op", lambda name: library if name == "matmul" else None)
     g = dl.Graph()
     x = g.input("x", (6, 5))
     w = g.constant(rng.standard_normal((5, 4)).astype(np.float32))
     g.output("y", g.relu(g.add(g.matmul(x, w), g.constant(np.ones(4, np.float32)))))
-    plan = g.compile([device])
+    return g.compile([device])
+
+
+def test_a_product_a_vendor_library_takes_keeps_its_chain_as_a_fused_kernel(rng, monkeypatch):
+    plan = _compiled_with(_Library(), rng, monkeypatch)
     try:
         ops = [n.op for n in plan.graph.needed()]
         assert ops == ["matmul", "fused_elementwise"]
@@ -225,15 +230,7 @@ class _EpilogueLibrary(_Library):
 
 
 def test_a_vendor_library_that_applies_the_epilogue_takes_the_chain(rng, monkeypatch):
-    device = dl.device("opencl:0") if any(d.id == "opencl:0" for d in dl.devices()) else None
-    if device is None:
-        pytest.skip("needs a kernel device")
-    monkeypatch.setattr(device, "vendor_op", lambda name: _EpilogueLibrary() if name == "matmul" else None)
-    g = dl.Graph()
-    x = g.input("x", (6, 5))
-    w = g.constant(rng.standard_normal((5, 4)).astype(np.float32))
-    g.output("y", g.relu(g.add(g.matmul(x, w), g.constant(np.ones(4, np.float32)))))
-    plan = g.compile([device])
+    plan = _compiled_with(_EpilogueLibrary(), rng, monkeypatch)
     try:
         [node] = plan.graph.needed()
         assert node.op == "matmul" and [s[0] for s in node.attrs["epilogue"]] == ["add", "relu"]

@@ -25,27 +25,34 @@ _OP_N, _OP_T = 0, 1
 WORKSPACE = 32 << 20
 
 
+def loaded(stem: str, symbol: str) -> ctypes.CDLL | None:
+    """``lib<stem>.so`` as this process mapped it (the one CuPy's libraries use), else the one the loader finds
+    (CUDA 13's or 12's), where it has ``symbol``; None where none does."""
+    name = f"lib{stem}.so"
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if line.split()[-1].rpartition("/")[2].startswith(name)}
+    except OSError:
+        paths = set()
+    for path in sorted(paths) + [ctypes.util.find_library(stem) or "", f"{name}.13", f"{name}.12"]:
+        if not path:
+            continue
+        try:
+            lib = ctypes.CDLL(path)
+            getattr(lib, symbol)  # (present?)
+            return lib
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
 def _library() -> ctypes.CDLL | None:
     """The libcublas CuPy uses (found in this process's mappings), else the one the loader finds."""
     try:
         import cupy_backends.cuda.libs.cublas as _loads_libcublas  # noqa: F401
     except ImportError:
         pass
-    try:
-        with open("/proc/self/maps") as f:
-            paths = {line.split()[-1] for line in f if "libcublas.so" in line and "Lt" not in line.split("/")[-1]}
-    except OSError:
-        paths = set()
-    for path in sorted(paths) + [ctypes.util.find_library("cublas") or "", "libcublas.so.13", "libcublas.so.12"]:
-        if not path:
-            continue
-        try:
-            lib = ctypes.CDLL(path)
-            lib.cublasGemmStridedBatchedEx  # noqa: B018  (present?)
-            return lib
-        except (OSError, AttributeError):
-            continue
-    return None
+    return loaded("cublas", "cublasGemmStridedBatchedEx")
 
 
 class Blas:

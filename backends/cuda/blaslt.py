@@ -9,13 +9,12 @@ summand of the output's shape its C term: all in the same launch.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import threading
 from typing import Any
 
 import numpy as np
 
-from .blas import _COMPUTE_32F, _COMPUTE_32F_FAST_TF32, _COMPUTE_64F, _DATA, _OP_N, _OP_T
+from .blas import _COMPUTE_32F, _COMPUTE_32F_FAST_TF32, _COMPUTE_64F, _DATA, _OP_N, _OP_T, loaded
 
 _R_32F, _R_64F = 0, 1  # cudaDataType of the scale (alpha, beta)
 _DESC_TRANSA, _DESC_TRANSB, _DESC_EPILOGUE, _DESC_BIAS_POINTER = 3, 4, 7, 8  # cublasLtMatmulDescAttributes_t
@@ -41,22 +40,7 @@ class _Heuristic(ctypes.Structure):
 
 def _library() -> ctypes.CDLL | None:
     """The libcublasLt this process loaded with cuBLAS (its mappings), else the one the loader finds."""
-    try:
-        with open("/proc/self/maps") as f:
-            paths = {line.split()[-1] for line in f if "libcublasLt.so" in line}
-    except OSError:
-        paths = set()
-    for path in sorted(paths) + [ctypes.util.find_library("cublasLt") or "", "libcublasLt.so.13",
-                                 "libcublasLt.so.12"]:
-        if not path:
-            continue
-        try:
-            lib = ctypes.CDLL(path)
-            lib.cublasLtMatmulAlgoGetHeuristic  # noqa: B018  (present?)
-            return lib
-        except (OSError, AttributeError):
-            continue
-    return None
+    return loaded("cublasLt", "cublasLtMatmulAlgoGetHeuristic")
 
 
 _LIB: list = []

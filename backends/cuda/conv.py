@@ -22,7 +22,7 @@ import numpy as np
 
 from . import blas as cuda_blas, dnn as cuda_dnn
 from .backend import _address, _cupy_at as _at, _Vendor
-from .timing import gpu_ms as _time
+from .timing import gpu_ms as _time, scratch as scratch_arrays
 
 _COL_BYTES = 256 << 20  # the most im2col scratch one convolution takes at once
 _kernels: dict[str, Any] = {}
@@ -293,9 +293,7 @@ class DnnConv(Im2colConv):
         with dev._enter(f"tune {self.label}"), cupy.cuda.using_allocator(dev.pool.cupy_pool.malloc):
             stream = cupy.cuda.Stream(non_blocking=True)
             with stream:
-                rng = cupy.random.default_rng(0)
-                arrays = [rng.standard_normal(t.shape, dtype=np.float32).astype(t.dtype) for t in ins]
-                y = cupy.empty(outs[0].shape, outs[0].dtype)
+                arrays, y = scratch_arrays(ins, outs)
                 x, w = arrays[0].data.ptr, arrays[1].data.ptr
                 b, z = (arrays[k].data.ptr if len(ins) > k else 0 for k in (2, 3))
                 try:

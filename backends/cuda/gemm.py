@@ -22,7 +22,7 @@ from . import blas as cuda_blas, blaslt
 from devicelayer.errors import LaunchError
 
 from .backend import _cupy_view, _Vendor
-from .timing import gpu_ms
+from .timing import gpu_ms, scratch
 
 #: the disk cache's kind for product choices
 TUNED_KIND = "gemm-lt-1"
@@ -224,9 +224,7 @@ class VendorGemm(_Vendor):
         with dev._enter(f"tune {self.label}"), cupy.cuda.using_allocator(dev.pool.cupy_pool.malloc):
             stream = cupy.cuda.Stream(non_blocking=True)
             with stream:
-                rng = cupy.random.default_rng(0)
-                arrays = [rng.standard_normal(t.shape, dtype=np.float32).astype(t.dtype) for t in ins]
-                y = cupy.empty(outs[0].shape, outs[0].dtype)
+                arrays, y = scratch(ins, outs)
                 times["cublas"] = gpu_ms(stream, lambda: self._default(stream, ins, attrs, tail, arrays, y))
                 for i in range(len(product.candidates)):
                     def run(i: int = i) -> None:

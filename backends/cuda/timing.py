@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import cupy
+import numpy as np
 
 #: timed calls per contestant when tuning (after one warm-up call)
 TIMED = 5
@@ -39,3 +40,11 @@ def gpu_ms(stream: Any, fn: Any) -> float:
         end.record(stream)
         end.synchronize()
     return cupy.cuda.get_elapsed_time(start, end) / TIMED
+
+
+def scratch(ins: Any, outs: Any) -> tuple[list[Any], Any]:
+    """Random CuPy arrays of the call's input types and an empty one of its first output's (on the current stream
+    and allocator): what a tuned call runs on."""
+    rng = cupy.random.default_rng(0)
+    arrays = [rng.standard_normal(t.shape, dtype=np.float32).astype(t.dtype) for t in ins]
+    return arrays, cupy.empty(outs[0].shape, outs[0].dtype)
