@@ -101,16 +101,22 @@ class Blas:
             raise RuntimeError(f"{what} failed with cuBLAS status {status}")
 
 
-def matmul(blas: Blas, stream: int, dtype: np.dtype, a_shape: tuple, b_shape: tuple, a: int, b: int, c: int,
-           tf32: bool = False) -> None:
-    """NumPy matmul semantics (1-D operands, broadcast batches) on contiguous row-major operands at a, b -> c
-    (``tf32`` as ``Blas.gemm``)."""
+def batches(a_shape: tuple, b_shape: tuple) -> tuple[int, int, int, tuple, tuple, tuple]:
+    """(m, k, n, A's batch dims, B's, the broadcast batch dims) of NumPy's matmul of these shapes (1-D operands
+    promoted, the batch dims padded to one rank)."""
     a_shape = (1,) + tuple(a_shape) if len(a_shape) == 1 else tuple(a_shape)
     b_shape = tuple(b_shape) + (1,) if len(b_shape) == 1 else tuple(b_shape)
     (m, k), n = a_shape[-2:], b_shape[-1]
     ba, bb = a_shape[:-2], b_shape[:-2]
     bc = tuple(np.broadcast_shapes(ba, bb))
-    ba, bb = (1,) * (len(bc) - len(ba)) + ba, (1,) * (len(bc) - len(bb)) + bb
+    return m, k, n, (1,) * (len(bc) - len(ba)) + ba, (1,) * (len(bc) - len(bb)) + bb, bc
+
+
+def matmul(blas: Blas, stream: int, dtype: np.dtype, a_shape: tuple, b_shape: tuple, a: int, b: int, c: int,
+           tf32: bool = False) -> None:
+    """NumPy matmul semantics (1-D operands, broadcast batches) on contiguous row-major operands at a, b -> c
+    (``tf32`` as ``Blas.gemm``)."""
+    m, k, n, ba, bb, bc = batches(a_shape, b_shape)
     count = math.prod(bc)
     if ba == bc and math.prod(bb) == 1:  # one B: A's batches fold into its rows, one product
         blas.gemm(stream, dtype, False, False, count * m, n, k, 1.0, a, k, 0, b, n, 0, 0.0, c, n, 0, 1, tf32)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import cupy
 import numpy as np
@@ -21,7 +21,7 @@ import numpy as np
 from . import blas as cuda_blas, blaslt
 from devicelayer.errors import LaunchError
 
-from .backend import _cupy_view, _Vendor
+from .backend import _address, _cupy_view, _Vendor
 from .timing import gpu_ms, scratch
 
 #: the disk cache's kind for product choices
@@ -116,20 +116,19 @@ def tail_of(name: str, ins: Any, outs: Any, attrs: dict) -> Tail | None:
     return Tail(bias, summand, beta, activation, c_after)
 
 
+def gemm_dims(ins: Any, attrs: dict) -> tuple[bool, bool, int, int, int]:
+    """(trans_a, trans_b, m, n, k) of an ONNX Gemm."""
+    ta, tb = bool(attrs["transA"]), bool(attrs["transB"])
+    (m, k), n = (ins[0].shape[::-1] if ta else ins[0].shape), (ins[1].shape[0] if tb else ins[1].shape[1])
+    return ta, tb, m, n, k
+
+
 def geometry(name: str, ins: Any, attrs: dict) -> tuple | None:
     """(trans_a, trans_b, m, n, k, batch, strides of A, B and D) of a product cuBLASLt can describe as one
     strided batch, None otherwise."""
     if name == "gemm":
-        ta, tb = bool(attrs["transA"]), bool(attrs["transB"])
-        (m, k), n = (ins[0].shape[::-1] if ta else ins[0].shape), (ins[1].shape[0] if tb else ins[1].shape[1])
-        return (ta, tb, m, n, k, 1, (0, 0, 0))
-    a_shape, b_shape = tuple(ins[0].shape), tuple(ins[1].shape)
-    a_shape = (1,) + a_shape if len(a_shape) == 1 else a_shape
-    b_shape = b_shape + (1,) if len(b_shape) == 1 else b_shape
-    (m, k), n = a_shape[-2:], b_shape[-1]
-    ba, bb = a_shape[:-2], b_shape[:-2]
-    bc = tuple(np.broadcast_shapes(ba, bb))
-    ba, bb = (1,) * (len(bc) - len(ba)) + ba, (1,) * (len(bc) - len(bb)) + bb
+        return (*gemm_dims(ins, attrs), 1, (0, 0, 0))
+    m, k, n, ba, bb, bc = cuda_blas.batches(ins[0].shape, ins[1].shape)
     count = math.prod(bc)
     if ba == bc and math.prod(bb) == 1:  # A's batches fold into its rows
         return (False, False, count * m, n, k, 1, (0, 0, 0))
@@ -225,11 +224,15 @@ class VendorGemm(_Vendor):
             stream = cupy.cuda.Stream(non_blocking=True)
             with stream:
                 arrays, y = scratch(ins, outs)
-                times["cublas"] = gpu_ms(stream, lambda: self._default(stream, ins, attrs, tail, arrays, y))
+                ptrs, d = [x.data.ptr for x in arrays], y.data.ptr
+                times["cublas"] = gpu_ms(stream, lambda: self._call(stream, ins, attrs, tail, (None, 0), ptrs, d,
+                                                                    lambda: (arrays, y)))
                 for i in range(len(product.candidates)):
                     def run(i: int = i) -> None:
-                        if not self._lt_call(stream, product, i, ins, attrs, tail, arrays, y):
+                        if not self._lt_call(stream, product, i, attrs, tail, ptrs, d):
                             raise blaslt.LtError("refused")
+                        if tail.c_after:
+                            self._after(stream, tail, arrays, y, True)
                     try:
                         times[f"lt {i}"] = gpu_ms(stream, run)
                     except (blaslt.LtError, cupy.cuda.runtime.CUDARuntimeError):
@@ -248,50 +251,52 @@ class VendorGemm(_Vendor):
     def _alpha(self, attrs: dict) -> float:
         return float(attrs.get("alpha", 1.0)) if self.name == "gemm" else 1.0
 
-    def _lt_call(self, stream: Any, product: Any, choice: int, ins: Any, attrs: dict, tail: Tail,
-                 arrays: Any, y: Any) -> bool:
-        """Queue the call through cuBLASLt candidate ``choice`` (``arrays``: the inputs as CuPy arrays)."""
-        ptr = [x.data.ptr for x in arrays]
-        if not product.run(stream.ptr, ptr[0], ptr[1], y.data.ptr, ptr[tail.bias] if tail.bias is not None else 0,
-                           choice, self._alpha(attrs),
-                           ptr[tail.summand] if tail.summand is not None else 0, tail.beta):
-            return False
-        if tail.c_after:
-            with stream:
-                _axpby(y.dtype == np.float64)(arrays[2], *self._scalars(y.dtype, 1.0, tail.beta), y)
-        return True
+    def _lt_call(self, stream: Any, product: Any, choice: int, attrs: dict, tail: Tail, ptrs: list[int],
+                 y: int) -> bool:
+        """Queue the product and what cuBLASLt applies of the tail through candidate ``choice`` (``ptrs``: the
+        inputs' device addresses); False where it refused (nothing queued)."""
+        return product.run(stream.ptr, ptrs[0], ptrs[1], y, ptrs[tail.bias] if tail.bias is not None else 0, choice,
+                           self._alpha(attrs), ptrs[tail.summand] if tail.summand is not None else 0, tail.beta)
 
-    def _default(self, stream: Any, ins: Any, attrs: dict, tail: Tail, arrays: Any, y: Any) -> None:
-        """The call through cuBLAS's default product, its tail by kernels after it (``arrays``: CuPy inputs)."""
-        self._blas_product(stream, ins, attrs, arrays[0].data.ptr, arrays[1].data.ptr, y.data.ptr, y.dtype)
-        with stream:
-            add = _axpby(y.dtype == np.float64)
-            if tail.c_after:
-                add(arrays[2], *self._scalars(y.dtype, 1.0, tail.beta), y)
-            for index, beta in ((tail.bias, 1.0), (tail.summand, tail.beta)):
-                if index is not None:
-                    add(arrays[index], *self._scalars(y.dtype, 1.0, beta), y)
-            if tail.activation == "relu":
-                cupy.maximum(y, 0, out=y)
-            elif tail.activation == "gelu_tanh":
-                _gelu_tanh(y.dtype == np.float64)(y, y)
-
-    @staticmethod
-    def _scalars(dtype: np.dtype, alpha: float, beta: float) -> tuple[Any, Any]:
-        scalar = np.float64 if dtype == np.float64 else np.float32
-        return scalar(alpha), scalar(beta)
-
-    def _blas_product(self, stream: Any, ins: Any, attrs: dict, a: int, b: int, y: int, dtype: np.dtype) -> None:
-        """alpha op(A) op(B) into y through cuBLAS's default product."""
-        blas = self.dev._blas()
+    def _default(self, stream: Any, ins: Any, attrs: dict, ptrs: list[int], y: int) -> None:
+        """The product through cuBLAS's default (``ptrs``: the inputs' device addresses)."""
+        blas, dtype = self.dev._blas(), ins[0].dtype
         tf32 = bool(attrs.get("allow_tf32"))
         if self.name == "matmul":
-            cuda_blas.matmul(blas, stream.ptr, dtype, ins[0].shape, ins[1].shape, a, b, y, tf32)
+            cuda_blas.matmul(blas, stream.ptr, dtype, ins[0].shape, ins[1].shape, ptrs[0], ptrs[1], y, tf32)
             return
-        ta, tb = attrs["transA"], attrs["transB"]
-        (m, k), n = (ins[0].shape[::-1] if ta else ins[0].shape), (ins[1].shape[0] if tb else ins[1].shape[1])
-        blas.gemm(stream.ptr, dtype, ta, tb, m, n, k, self._alpha(attrs), a, m if ta else k, 0, b, k if tb else n, 0,
-                  0.0, y, n, 0, 1, tf32)
+        ta, tb, m, n, k = gemm_dims(ins, attrs)
+        blas.gemm(stream.ptr, dtype, ta, tb, m, n, k, self._alpha(attrs), ptrs[0], m if ta else k, 0, ptrs[1],
+                  k if tb else n, 0, 0.0, y, n, 0, 1, tf32)
+
+    @staticmethod
+    def _after(stream: Any, tail: Tail, arrays: Any, y: Any, applied: bool) -> None:
+        """The kernels after the product (``arrays``, ``y``: CuPy views of the inputs and the output): Gemm's C term
+        where cuBLASLt cannot take it, and the rest of the tail unless cuBLASLt ``applied`` it."""
+        steps = [(2, tail.beta)] if tail.c_after else []
+        if not applied:
+            steps += [(i, beta) for i, beta in ((tail.bias, 1.0), (tail.summand, tail.beta)) if i is not None]
+        double = y.dtype == np.float64
+        scalar = np.float64 if double else np.float32
+        with stream:
+            for index, beta in steps:
+                _axpby(double)(arrays[index], scalar(1.0), scalar(beta), y)
+            if not applied and tail.activation == "relu":
+                cupy.maximum(y, 0, out=y)
+            elif not applied and tail.activation == "gelu_tanh":
+                _gelu_tanh(double)(y, y)
+
+    def _call(self, stream: Any, ins: Any, attrs: dict, tail: Tail, route: tuple[Any, int], ptrs: list[int], y: int,
+              views: Callable[[], tuple[list[Any], Any]]) -> None:
+        """Queue the whole call: through cuBLASLt on ``route`` where it is one and takes the call, else cuBLAS's
+        default; then the kernels after it (``views()``: CuPy views of the inputs and the output, made only if
+        a kernel needs them)."""
+        product, choice = route
+        applied = product is not None and self._lt_call(stream, product, choice, attrs, tail, ptrs, y)
+        if not applied:
+            self._default(stream, ins, attrs, ptrs, y)
+        if tail.c_after or (not applied and (tail.bias is not None or tail.summand is not None or tail.activation)):
+            self._after(stream, tail, *views(), applied)
 
     def enqueue(self, stream: Any, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> None:
         """Queue the call on ``stream`` (the device is current)."""
@@ -299,9 +304,9 @@ class VendorGemm(_Vendor):
         if tail is None:
             raise LaunchError(f"{self.label}: an epilogue cuBLASLt does not apply")
         index = self.dev.index
-        arrays = [_cupy_view(buf, t, index) for buf, t in zip(in_bufs, ins)]
-        y = _cupy_view(out_bufs[0], outs[0], index)
-        product, choice = self.route(ins, outs, attrs, tune=False)
-        if product is not None and self._lt_call(stream, product, choice, ins, attrs, tail, arrays, y):
-            return
-        self._default(stream, ins, attrs, tail, arrays, y)
+
+        def views() -> tuple[list[Any], Any]:
+            return ([_cupy_view(buf, t, index) for buf, t in zip(in_bufs, ins)],
+                    _cupy_view(out_bufs[0], outs[0], index))
+        self._call(stream, ins, attrs, tail, self.route(ins, outs, attrs, tune=False),
+                   [_address(b) for b in in_bufs], _address(out_bufs[0]), views)

@@ -72,7 +72,7 @@ class Replay:
     def stage(self, key: tuple[int, int], dev: Device, t: Any) -> np.ndarray | None:
         """The staging host array of an input or output (made on first use, free for the caller once the last
         transfer through it is done); None where the device's host arrays are plain NumPy arrays."""
-        if not _pinned(dev):
+        if not dev.pool.pinned_host_arrays:
             return None
         found = self.staging.get(key)
         if found is None:
@@ -325,9 +325,3 @@ def _collect_into(results: dict[str, Any], replay: Replay, feeds: Mapping[int, A
     for out, stage in staged:
         copy_into(out, stage)
     return results
-
-
-def _pinned(dev: Device) -> bool:
-    """Whether the device's pool hands out host arrays faster to transfer than ordinary memory (pinned or
-    device-visible), through which a run stages its inputs and outputs."""
-    return dev.pool.pinned_host_arrays
