@@ -3,11 +3,12 @@ of GEMM kernels and a row kernel), the same attention as separate nodes (product
 cuBLAS's products), and, where PyTorch sees a CUDA device, ``torch.nn.functional.scaled_dot_product_attention`` on
 it: each timed in one process in alternating blocks, inputs already on the device, a call and its wait.
 
-    python -m benchmarks.attention_forms [--device ID ...] [--shape BxHxSxD ...] [--mask] [--lanes] [--seconds S]
-                                         [--out DIR]
+    python -m benchmarks.attention_forms [--device ID ...] [--shape BxHxSxD ...] [--mask] [--lanes] [--rows]
+                                         [--seconds S] [--out DIR]
 
-Prints ms a call per device, shape and contestant (``tiled/N``: the tiled kernel with N items a query row), the form
-``Attention.form`` takes there (``tiled/N``: with the N lanes it chooses), and each contestant's
+Prints ms a call per device, shape and contestant (``tiled/N``: the tiled kernel with N items a query row;
+``blocked/N``: the blocked kernel with N query rows an item), the form ``Attention.form`` takes there (with the
+lanes or rows it chooses), and each contestant's
 largest difference from the float64 reference (relative to the output's largest magnitude).
 """
 
@@ -47,9 +48,10 @@ def _torch_sdpa(dev: Any, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.
 
 
 def measure(device: str, shape: tuple[int, int, int, int], masked: bool, seconds: float,
-            lanes_too: bool = False) -> dict[str, Any]:
+            lanes_too: bool = False, rows_too: bool = False) -> dict[str, Any]:
     """ms a call of each contestant (median of alternating blocks), the chosen form (the tiled kernel's lanes
-    chosen, and with ``lanes_too`` the tiled kernel with each other lane count) and each one's error."""
+    or the blocked kernel's rows chosen; with ``lanes_too`` the tiled kernel with each other lane count, with
+    ``rows_too`` the blocked kernel with each other row count) and each one's error."""
     import devicelayer as dl
     from devicelayer.kernels.op import TensorType, get
     from devicelayer.kernels.ops import attention as attention_op
@@ -70,11 +72,11 @@ def measure(device: str, shape: tuple[int, int, int, int], masked: bool, seconds
     results: dict[str, Callable[[], np.ndarray]] = {}
     calls: dict[str, Callable[[], object]] = {}
 
-    def form_call(name: str, form: str, lanes: int | None = None) -> Callable[[], object]:
+    def form_call(name: str, form: str, lanes: int | None = None, rows: int | None = None) -> Callable[[], object]:
         out: list[Any] = []
 
         def call() -> None:
-            with attention_op.forcing(form, lanes):
+            with attention_op.forcing(form, lanes, rows):
                 out[:] = run("attention", ins)
             out[0].ready.wait()
 
@@ -87,10 +89,16 @@ def measure(device: str, shape: tuple[int, int, int, int], masked: bool, seconds
                 calls[form] = form_call(form, form)
                 if form == "tiled":
                     tiling = op._tiling(types, dev.info)
+                if form == "blocked":
+                    blocking = op._blocking(types, dev.info)
     if lanes_too and "tiled" in calls:
         for lanes in attention_op.TILED_LANES:
             if lanes != tiling[1]:
                 calls[f"tiled/{lanes}"] = form_call(f"tiled/{lanes}", "tiled", lanes)
+    if rows_too and "blocked" in calls:
+        for rows in attention_op.BLOCKED_ROWS:
+            if rows != blocking[1]:
+                calls[f"blocked/{rows}"] = form_call(f"blocked/{rows}", "blocked", rows=rows)
     nodes_out: list[Any] = []
 
     def nodes() -> None:
@@ -112,6 +120,8 @@ def measure(device: str, shape: tuple[int, int, int, int], masked: bool, seconds
     chosen = op.form(types, dev.info)
     if chosen == "tiled":
         chosen += f"/{op._tiling(types, dev.info)[1]}"
+    if chosen == "blocked":
+        chosen += f"/{op._blocking(types, dev.info)[1]}"
     return {"device": device, "shape": list(shape), "mask": masked, "chosen": chosen,
             "ms": times, "max_diff": errors}
 
@@ -122,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shape", action="append", help=f"BxHxSxD (repeatable; default {SHAPES})")
     ap.add_argument("--mask", action="store_true", help="add a float key mask (B, 1, 1, S), as BERT's")
     ap.add_argument("--lanes", action="store_true", help="time the tiled kernel with every lane count too")
+    ap.add_argument("--rows", action="store_true", help="time the blocked kernel with every row count too")
     ap.add_argument("--seconds", type=float, default=0.3, help="length of a timed block")
     ap.add_argument("--out", help="folder for the JSON results")
     args = ap.parse_args(argv)
@@ -132,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     for dev in devices:
         for text in args.shape or SHAPES:
             shape = tuple(int(v) for v in text.split("x"))
-            r = measure(dev, shape, args.mask, args.seconds, args.lanes)  # type: ignore[arg-type]
+            r = measure(dev, shape, args.mask, args.seconds, args.lanes, args.rows)  # type: ignore[arg-type]
             rows.append(r)
             cells = "  ".join(f"{n} {ms:8.3f} ({r['max_diff'][n]:.0e})" for n, ms in r["ms"].items())
             print(f"{dev:10s} {text:14s} chosen {r['chosen']:8s}  {cells}", flush=True)

@@ -1,8 +1,8 @@
-"""Attention's three plans (``kernels/ops/attention.py``: the fused kernel for decoding, the tiled kernel for longer
-query blocks, the composition of products and a row kernel), each forced on every kernel device against the
-float64 reference, outputs poisoned first: the op cases, and long query blocks over several tiles and key blocks
-(ragged ends, causal tiles cut short, padded keys, keys given transposed, empty rows as zeros or NaN, grouped heads,
-the largest head size, the qk outputs, half precision)."""
+"""Attention's four plans (``kernels/ops/attention.py``: the fused kernel for decoding, the tiled and the blocked
+kernels for longer query blocks, the composition of products and a row kernel), each forced on every kernel device
+against the float64 reference, outputs poisoned first: the op cases, and long query blocks over several tiles and
+key blocks (ragged ends, causal tiles cut short, padded keys, keys given transposed, empty rows as zeros or NaN,
+grouped heads, the largest head size, the qk outputs, half precision); operands and output sequence-major."""
 
 from __future__ import annotations
 
@@ -54,14 +54,14 @@ LONG = [
 CASES = OP_CASES + LONG
 
 
-def _forced_run(device, case, arrays, form, lanes=None):
-    """Run ``case`` on ``device`` with ``form`` forced (the tiled kernel with ``lanes`` items a row where given);
-    the outputs, or None where the inputs do not take it."""
+def _forced_run(device, case, arrays, form, lanes=None, rows=None):
+    """Run ``case`` on ``device`` with ``form`` forced (the tiled kernel with ``lanes`` items a row, the blocked one
+    with ``rows`` rows an item, where given); the outputs, or None where the inputs do not take it."""
     op = get(A)
     types = [TensorType(a.shape, a.dtype) for a in arrays]
     attrs, out_types = op.prepare(types, dict(case.attrs))
-    with attention_op.forcing(form, lanes):
-        if op.form(types, device.info, attrs["qk_matmul_output_mode"]) != form:
+    with attention_op.forcing(form, lanes, rows):
+        if op.form(op.heads_major(types, attrs), device.info, attrs["qk_matmul_output_mode"]) != form:
             return None
         ins = [tensor(a, device) for a in arrays]
         outs = [poisoned(device, t) for t in out_types]
@@ -140,8 +140,8 @@ def test_long_query_blocks_take_the_tiled_kernel_where_forced(device, case):
 
 
 def test_the_default_forms(device):
-    """Decoding runs fused; a long float32 query block tiled on GPUs, composed on CPU devices; keys or heads over
-    the tiled kernel's limits, or the probabilities as a second output, composed."""
+    """Decoding runs fused; a long float32 query block blocked on GPUs, composed on CPU devices; heads over the
+    blocked kernel's limit, or the probabilities as a second output, composed."""
     _kernel_device(device)
     op, info = get(A), device.info
     f32 = np.dtype(np.float32)
@@ -149,11 +149,12 @@ def test_the_default_forms(device):
     def qkv(Sq, D, Skv=128):
         return [TensorType((1, 4, Sq, D), f32), TensorType((1, 4, Skv, D), f32), TensorType((1, 4, Skv, D), f32)]
 
-    assert op.form(qkv(1, 64), info) == ("fused" if info.device_type != "cpu" else "composed")
-    assert op.form(qkv(128, 64), info) == ("tiled" if info.device_type != "cpu" else "composed")
+    gpu = info.device_type != "cpu"
+    assert op.form(qkv(1, 64), info) == ("fused" if gpu else "composed")
+    assert op.form(qkv(128, 64), info) == ("blocked" if gpu else "composed")
     assert op.form(qkv(128, 64), info, mode=3) == "composed"
-    assert op.form(qkv(128, 64, Skv=attention_op.TILED_KEYS_MAX + 1), info) == "composed"
-    assert op.form(qkv(128, attention_op.TILED_HEAD_MAX + 8), info) == "composed"
+    assert op.form(qkv(128, 64, Skv=attention_op.TILED_KEYS_MAX + 1), info) == ("blocked" if gpu else "composed")
+    assert op.form(qkv(128, attention_op.BLOCKED_HEAD_MAX + 8), info) == "composed"
 
 
 def test_an_unknown_form_or_lane_count_is_refused():
@@ -162,6 +163,9 @@ def test_an_unknown_form_or_lane_count_is_refused():
             pass
     with pytest.raises(ValueError, match="lanes 3"):
         with attention_op.forcing("tiled", lanes=3):
+            pass
+    with pytest.raises(ValueError, match="rows 3"):
+        with attention_op.forcing("blocked", rows=3):
             pass
 
 
@@ -178,3 +182,81 @@ def test_a_tiled_run_leaves_the_device_usable_after_a_refused_call(device, rng):
     want = reference64(A, [q, k, k], {})[0]
     np.testing.assert_allclose(y[0].numpy() if isinstance(y, (list, tuple)) else y.numpy(), want, rtol=2e-5,
                                atol=2e-5)
+
+
+@pytest.mark.parametrize("rows", attention_op.BLOCKED_ROWS)
+@pytest.mark.parametrize("case", LANE_CASES, ids=[c.id for c in LANE_CASES])
+def test_blocked_kernel_with_each_row_count_matches_the_float64_reference(device, rng, case, rows):
+    """The blocked kernel with 1, 2 and 4 query rows an item: tiles of 16 to 64 rows over ragged ends."""
+    _kernel_device(device)
+    if case.dtype not in device.info.dtypes:
+        pytest.skip(f"{device.id} has no {case.dtype}")
+    arrays = case.make(rng)
+    types = [TensorType(a.shape, a.dtype) for a in arrays]
+    with attention_op.forcing("blocked", rows=rows):
+        blocking = get(A)._blocking(types, device.info)
+        if blocking is None:
+            pytest.skip("the blocked kernel does not take these heads")
+        assert blocking[1] == rows
+    got = _forced_run(device, case, arrays, "blocked", rows=rows)
+    if got is None:
+        pytest.skip("the blocked kernel does not take these inputs")
+    _check(got, reference64(A, arrays, case.attrs), case.dtype)
+
+
+def _sequence_major(case, flags):
+    """``case`` with q, k and v given as (B, S, H, D) where ``flags`` (q, k, v, output) say so."""
+    def made(rng):
+        arrays = case.make(rng)
+        return [np.ascontiguousarray(np.swapaxes(a, 1, 2)) if i < 3 and flags[i] else a
+                for i, a in enumerate(arrays)]
+    return Case(A, made, {**case.attrs, "sequence_major": flags}, id=case.id, dtype=case.dtype)
+
+
+FLAGS = [(1, 1, 1, 1), (1, 0, 1, 0), (0, 1, 0, 1)]
+MAJOR_CASES = [c for c in LONG + OP_CASES if c.id in ("gqa-mask-nan-rows", "causal-offset-tiles-cut",
+                                                       "nonpad-causal-empty-rows", "k-transposed", "odd-heads-window",
+                                                       "causal-qk2", "f16", "attn-decode-long")]
+
+
+@pytest.mark.parametrize("flags", FLAGS, ids=["".join(map(str, f)) for f in FLAGS])
+@pytest.mark.parametrize("form", attention_op.FORMS)
+@pytest.mark.parametrize("case", MAJOR_CASES, ids=[c.id for c in MAJOR_CASES])
+def test_sequence_major_operands_match_the_float64_reference(device, rng, case, form, flags):
+    """q, k, v and the output (B, S, H, D) where flagged, as an exported model's projections write them, on
+    each plan; the reference transposes them."""
+    _kernel_device(device)
+    if case.dtype not in device.info.dtypes:
+        pytest.skip(f"{device.id} has no {case.dtype}")
+    if flags[1] and case.attrs.get("k_transposed"):
+        flags = (flags[0], 0, *flags[2:])
+    major = _sequence_major(case, flags)
+    arrays = major.make(rng)
+    got = _forced_run(device, major, arrays, form)
+    if got is None:
+        pytest.skip(f"the {form} plan does not take these inputs on {device.id}")
+    want = reference64(A, arrays, major.attrs)
+    plain = reference64(A, [np.swapaxes(a, 1, 2) if i < 3 and flags[i] else a for i, a in enumerate(arrays)],
+                        case.attrs)
+    np.testing.assert_allclose(want[0], np.swapaxes(plain[0], 1, 2) if flags[3] else plain[0])
+    _check(got, want, case.dtype)
+
+
+@pytest.mark.parametrize("flags, why", [((1, 1, 1), "four flags"), ((1, 2, 0, 0), "four flags"),
+                                        ((True, 0, 0, 0), "four flags"), ("1111", "four flags")])
+def test_bad_sequence_major_flags_are_refused(device, rng, flags, why):
+    q = tensor(rng.uniform(-1, 1, (1, 2, 8, 16)).astype(np.float32), device)
+    with pytest.raises(dl.InvalidArgument, match=why):
+        run(A, [q, q, q], sequence_major=flags)
+    y = run(A, [q, q, q], sequence_major=(1, 1, 1, 1))
+    got = y[0].numpy() if isinstance(y, (list, tuple)) else y.numpy()
+    want = reference64(A, [q.numpy()] * 3, {"sequence_major": (1, 1, 1, 1)})[0]
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
+def test_k_both_transposed_and_sequence_major_is_refused(device, rng):
+    q = tensor(rng.uniform(-1, 1, (1, 2, 8, 16)).astype(np.float32), device)
+    with pytest.raises(dl.InvalidArgument, match="transposed or sequence-major"):
+        run(A, [q, q, q], k_transposed=True, sequence_major=(0, 1, 0, 0))
+    with pytest.raises(dl.InvalidArgument, match="sequence, heads"):
+        run(A, [tensor(np.ones((2, 8, 16), np.float32), device), q, q], sequence_major=(1, 0, 0, 0))

@@ -42,6 +42,8 @@ def test_attention_is_recognised(device, rng, scale_op, mask):
     g, feeds = attention_graph(rng, scale_op, _masks()[mask])
     fused, plain = g.compile([device]), g.compile([device], fuse=False)
     try:
+        if device.info.kernel_language == "python" and not replaced_on(device, SQ):
+            pytest.skip("the host takes attention through oneDNN only, which this machine lacks")
         assert [n.op for n in fused.graph.needed()] == ["attention"]
         assert fused.kernel_counts()["after"] < plain.kernel_counts()["after"]
         got, unfused = poisoned_run(fused, feeds)["y"], poisoned_run(plain, feeds)["y"]
@@ -65,18 +67,22 @@ def assert_not_recognised(g, device):
 def replaced_on(device, sq, skv=SKV):
     """Whether the attention op replaces a (B, H, sq, D) x (B, H, skv, D) pattern on ``device``: everywhere but
     where the device's vendor library runs matmul and the op would not run its fused kernel (``VENDOR_PRODUCTS``)."""
-    if device.info.kernel_language == "python" or device.vendor_op("matmul") is None:
+    if device.info.kernel_language == "python":  # (oneDNN's route, where the host has it: the reference is slower)
+        return device.vendor_op("attention") is not None
+    if device.vendor_op("matmul") is None:
         return True
     q, v = TensorType((B, H, sq, D), np.dtype(np.float32)), TensorType((B, H, skv, D), np.dtype(np.float32))
-    return get("attention").beats_vendor_products([q, q, v], device.info)
+    op = get("attention")
+    return op.beats_vendor_products([q, v, v], op.prepare([q, v, v], {})[0], device.info)
 
 
-def sdpa_graph(rng, masked=True, nan_to_zero=True, scales=(0.7, 0.6), sq=SQ, skv=SKV):
+def sdpa_graph(rng, masked=True, nan_to_zero=True, scales=(0.7, 0.6), sq=SQ, skv=SKV, merge_heads=False):
     """PyTorch's export of scaled_dot_product_attention over projected (B, S, H*D) activations: Q's heads
     transposed (0, 2, 1, 3) and scaled, Kᵀ the keys' (B, S, H, D) view transposed (0, 2, 3, 1) and scaled, a boolean
     key mask (B, 1, 1, SKV) made -inf/0 by a where, the softmax's NaN rows made zeros; and feeds, with batch 1's
-    keys all masked.  (``sq`` above 16 query rows: the tiled kernel on GPUs, the fused one below; ``skv`` of
-    128 keys or more: a work-group per row of scores.)"""
+    keys all masked; with ``merge_heads`` the output's heads merged back into (B, S, H*D) as the export does (a
+    reshape to its own shape, a (0, 2, 1, 3) transpose, a reshape).  (``sq`` above 16 query rows: the blocked
+    kernel on GPUs, the fused one below; ``skv`` of 128 keys or more: a work-group per row of scores.)"""
     g = dl.Graph()
     xq, xk, xv = g.input("xq", (B, sq, H * D)), g.input("xk", (B, skv, H * D)), g.input("xv", (B, skv, H * D))
     keep = g.input("keep", (B, 1, 1, skv), np.bool_)
@@ -90,7 +96,10 @@ def sdpa_graph(rng, masked=True, nan_to_zero=True, scales=(0.7, 0.6), sq=SQ, skv
     p = g.softmax(s, axis=-1)
     if nan_to_zero:
         p = g.where(g.is_nan(p), g.constant(np.float32(0)), p)
-    g.output("y", g.matmul(p, v))
+    y = g.matmul(p, v)
+    if merge_heads:
+        y = g.reshape(g.transpose(g.reshape(y, shape=[B, H, sq, D]), perm=[0, 2, 1, 3]), shape=[B, sq, H * D])
+    g.output("y", y)
     mask = rng.random((B, 1, 1, skv)) < 0.7
     mask[0, 0, 0, 0] = True
     mask[1] = False  # batch 1: every key masked, its rows zeros
@@ -211,3 +220,59 @@ def test_attention_is_not_recognised_when_it_differs(device, rng, change):
         s = g.mul(g.matmul(q, g.transpose(k, perm=[0, 1, 3, 2])), g.constant(np.full((SKV,), 0.5, np.float32)))
         g.output("y", g.matmul(g.softmax(s, axis=-1), v))
     assert_not_recognised(g, device)
+
+
+def _attention_nodes(plan):
+    return [n for n in plan.graph.needed() if n.op == "attention"]
+
+
+@pytest.mark.parametrize("sq", [SQ, 20])
+def test_the_heads_transposes_around_exported_attention_are_taken_in(device, rng, sq):
+    """PyTorch's export splits (B, S, H*D) projections into heads with (0, 2, 1, 3) transposes (Kᵀ with (0, 2, 3,
+    1)) and merges the output's heads back: the attention op reads and writes (B, S, H, D) itself, no transpose
+    is left, and the result matches float64 and the unfused plan."""
+    g, feeds = sdpa_graph(rng, sq=sq, merge_heads=True)
+    fused, plain = g.compile([device]), g.compile([device], fuse=False)
+    try:
+        ops = [n.op for n in fused.graph.needed()]
+        if replaced_on(device, sq):
+            (node,) = _attention_nodes(fused)
+            assert tuple(node.attrs["sequence_major"]) == (1, 1, 1, 1) and not node.attrs["k_transposed"]
+            assert "transpose" not in ops, ops
+        got, unfused = poisoned_run(fused, feeds)["y"], poisoned_run(plain, feeds)["y"]
+        close(got, reference64(g, feeds)["y"])
+        close(got, unfused.astype(np.float64), 1e-4)
+        assert np.all(got[1] == 0)
+    finally:
+        fused.release()
+        plain.release()
+
+
+@pytest.mark.parametrize("shared", ["v_heads_also_an_output", "q_heads_read_as_v"])
+def test_a_heads_transpose_read_elsewhere_stays(device, rng, shared):
+    """A transpose whose output something outside the pattern reads stays a node (the op reads its output as
+    (B, H, S, D)); one that feeds both q and v is taken in once, for both."""
+    g = dl.Graph()
+    xq, xv = g.input("xq", (B, SKV, H * D)), g.input("xv", (B, SKV, H * D))
+    heads = lambda x: g.transpose(g.reshape(x, shape=[B, SKV, H, D]), perm=[0, 2, 1, 3])  # noqa: E731
+    q, v = heads(xq), heads(xv)
+    if shared == "q_heads_read_as_v":
+        v = q
+    else:
+        g.output("vt", v)
+    kt = g.transpose(g.reshape(xv, shape=[B, SKV, H, D]), perm=[0, 2, 3, 1])
+    g.output("y", g.matmul(g.softmax(g.mul(g.matmul(q, kt), g.constant(np.float32(0.5))), axis=-1), v))
+    feeds = {n: rng.standard_normal((B, SKV, H * D)).astype(np.float32) for n in ("xq", "xv")}
+    fused = g.compile([device])
+    try:
+        nodes = _attention_nodes(fused)
+        if replaced_on(device, SKV):
+            (node,) = nodes
+            want = (1, 1, 0, 0) if shared == "v_heads_also_an_output" else (1, 1, 1, 0)
+            assert tuple(node.attrs["sequence_major"]) == want
+        got = poisoned_run(fused, feeds)
+        want64 = reference64(g, feeds)
+        for name in got:
+            close(got[name], want64[name])
+    finally:
+        fused.release()

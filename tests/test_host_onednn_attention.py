@@ -143,3 +143,21 @@ def test_misuse_keeps_its_typed_error_and_the_device_usable(rng):
         dl.ops.run("attention", [dl.tensor(a, host) for a in (q, k, v)], nan_rows="yes")
     got, want, _ = _run_poisoned([q, k, v], {})
     _close(got, want)
+
+
+@pytest.mark.parametrize("flags", [(1, 1, 1, 1), (1, 0, 0, 1), (0, 1, 1, 0)])
+@pytest.mark.parametrize("Hk", [3, 1])
+def test_sequence_major_operands_through_onednn(rng, runs, flags, Hk):
+    """q, k, v and the output as (B, S, H, D) where flagged: oneDNN reads and writes them through strides; with
+    grouped key heads and q or the output sequence-major (no one strided block of rows) the reference runs."""
+    q, k, v = _qkv(rng, 2, 3, Hk, 5, 7, 8, 4)
+    arrays = [np.ascontiguousarray(np.swapaxes(a, 1, 2)) if f else a for a, f in zip((q, k, v), flags)]
+    mask = rng.standard_normal((2, 1, 1, 7)).astype(np.float32)
+    got, want, accepts = _run_poisoned([*arrays, mask], {"sequence_major": flags})
+    _close(got, want)
+    grouped_rows = Hk != 3 and (flags[0] or flags[3])
+    assert accepts == (not grouped_rows) and runs["bind"] == (0 if grouped_rows else 1)
+    plain = get("attention").reference([a.astype(np.float64) for a in (q, k, v, mask)],
+                                       get("attention").prepare([TensorType(a.shape, a.dtype)
+                                                                 for a in (q, k, v, mask)], {})[0])[0]
+    np.testing.assert_allclose(got[0], np.swapaxes(plain, 1, 2) if flags[3] else plain, rtol=1e-5, atol=1e-5)

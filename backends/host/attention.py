@@ -29,13 +29,14 @@ from .eltwise import LINEAR, cached_layer, reference_call
 from .stretch import team_call
 
 
-def _geometry(ins: Any, attrs: dict) -> tuple[tuple[int, ...], tuple[int, ...], int, int,
+def _geometry(ins: Any, attrs: dict) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...], int, int,
                                               tuple[int, ...] | None] | None:
-    """(Q's (B, Hk, G*Sq, Dk) view, K's strides as (B, Hk, Dk, Skv), Skv, Dv, the mask's 4-D shape) where the
-    layer computes the call; None where the reference runs it."""
-    q, k, v = ins[:3]
+    """(Q's (B, Hk, G*Sq, Dk) view; the strides of Q, of K as (B, Hk, Dk, Skv), of V and of Y; Skv, Dv, the
+    mask's 4-D shape) where the layer computes the call; None where the reference runs it."""
     if any(t.dtype not in host_dnnl.DTYPES for t in ins[:3]) or len(ins) > 4 or attrs["is_causal"]:
         return None
+    major = attrs.get("sequence_major", (0, 0, 0, 0))
+    q, k, v = get("attention").heads_major(ins, attrs)[:3]
     if attrs["softcap"] > 0 or attrs["qk_matmul_output_mode"] >= 0 or attrs["left_window_size"] >= 0 or \
             attrs["right_window_size"] >= 0 or any(t.size == 0 for t in ins[:3]):
         return None
@@ -50,9 +51,15 @@ def _geometry(ins: Any, attrs: dict) -> tuple[tuple[int, ...], tuple[int, ...], 
         mask = (1,) * (4 - len(m.shape)) + tuple(m.shape)
         if G > 1 and mask[1:3] != (1, 1):  # (the G query heads of a key head are rows of one product)
             return None
+    if G > 1 and (major[0] or major[3]):  # (the G query heads of a key head are no one strided block of rows)
+        return None
     kd = (Hk * Dk * Skv, Dk * Skv)
-    k_strides = (*kd, Skv, 1) if attrs["k_transposed"] else (*kd, 1, Dk)
-    return (B, Hk, G * Sq, Dk), k_strides, Skv, Dv, mask
+    k_strides = (*kd, Skv, 1) if attrs["k_transposed"] else (Skv * Hk * Dk, Dk, 1, Hk * Dk) if major[1] else \
+        (*kd, 1, Dk)
+    q_strides, y_strides = ((Sq * Hq * D, D, Hq * D, 1) if f else (Hq * Sq * D, G * Sq * D, D, 1)
+                            for f, D in ((major[0], Dk), (major[3], Dv)))
+    v_strides = (Skv * Hk * Dv, Dv, Hk * Dv, 1) if major[2] else (Hk * Skv * Dv, Skv * Dv, Dv, 1)
+    return (B, Hk, G * Sq, Dk), (q_strides, k_strides, v_strides, y_strides), Skv, Dv, mask
 
 
 def _small(q: tuple[int, ...], skv: int, dv: int) -> bool:
@@ -70,11 +77,11 @@ class OnednnAttention(HostVendor):
         found = _geometry(ins, attrs)
         if found is None:
             return None
-        q, k_strides, skv, dv, mask = found
+        q, strides, skv, dv, mask = found
         post = (("eltwise", LINEAR, float(attrs["scale"]), 0.0),) + \
             ((("binary", BINARY["add"][0], mask),) if mask is not None else ())
-        key = ("attention", (q, k_strides, skv, dv, post), ())
-        layer = cached_layer(self.dev, key, lambda: AttentionLayer(q, k_strides, skv, dv, post),
+        key = ("attention", (q, strides, skv, dv, post), ())
+        layer = cached_layer(self.dev, key, lambda: AttentionLayer(q, strides, skv, dv, post),
                              0 if _small(q, skv, dv) else 1 << 62)
         return None if layer is None else (layer, found)
 

@@ -333,16 +333,20 @@ class MatmulLayer(Layer):
 
 
 class AttentionLayer(Layer):
-    """softmax(post(Q Kᵀ)) V over plain float32 (B, H, M, ·) tensors: oneDNN's matmul with ``post`` as its post-ops
-    (``post_op_attr``: the scale, the mask) into S, softmax over S in place, and matmul S V into Y; K is read
-    through ``k_strides`` as (B, H, Dk, Skv)."""
+    """softmax(post(Q Kᵀ)) V over float32 (B, H, M, ·) tensors: oneDNN's matmul with ``post`` as its post-ops
+    (``post_op_attr``: the scale, the mask) into S, softmax over S in place, and matmul S V into Y; Q, K (as
+    (B, H, Dk, Skv)), V and Y are read and written through ``strides`` (four tuples)."""
 
-    def __init__(self, q: Sequence[int], k_strides: Sequence[int], skv: int, dv: int, post: Sequence[tuple]) -> None:
+    def __init__(self, q: Sequence[int], strides: Sequence[Sequence[int]], skv: int, dv: int,
+                 post: Sequence[tuple]) -> None:
         super().__init__()
         lib = self.lib
         B, H, M, Dk = q
         s_shape, v_shape, y_shape = (B, H, M, skv), (B, H, skv, dv), (B, H, M, dv)
-        md_q, md_s, md_v, md_y = (self._strided_md(t, dense(t)) for t in (q, s_shape, v_shape, y_shape))
+        q_strides, k_strides, v_strides, y_strides = strides
+        md_s = self._strided_md(s_shape, dense(s_shape))
+        md_q, md_v, md_y = (self._strided_md(t, st) for t, st in ((q, q_strides), (v_shape, v_strides),
+                                                                     (y_shape, y_strides)))
         md_k = self._strided_md((B, H, Dk, skv), k_strides)
         attr, posts = post_op_attr(self, post)
         self.m_q, self.m_k, self.m_s = self._memory(md_q), self._memory(md_k), self._memory(md_s)

@@ -476,7 +476,8 @@ def attention(g: _Graph, last: Node) -> Replacement | None:
     them).  kᵀ is transpose(k, (0, 1, 3, 2)) (read through to k) or any (B, H, Dk, Skv) tensor (PyTorch's
     export transposes the keys' (B, S, H, D) view with (0, 2, 3, 1)).  The mask is any float tensor as long
     as the keys (a constant one without NaN); a row it masks everywhere gives the softmax's NaN (``nan_rows``),
-    or zeros where the where makes them so, as the attention op does by default."""
+    or zeros where the where makes them so, as the attention op does by default.  Transposes making q, k and v
+    from (B, S, H, D) tensors, and the output's back to one, are taken in (``sequence_major``)."""
     if last.op != "matmul":
         return None
     probs, v = last.inputs
@@ -513,9 +514,46 @@ def attention(g: _Graph, last: Node) -> Replacement | None:
     qs, ks, vs = g.shape(q), g.shape(k), g.shape(v)
     if len(ks) != 4 or qs[:2] != ks[:2] or vs[:2] != qs[:2] or vs[2] != ks[3 if k_transposed else 2]:
         return None
-    inputs = [q, k, v] + ([mask] if mask is not None else [])
-    attrs = {"scale": float(factor), "k_transposed": k_transposed, "nan_rows": not tail}
-    return Replacement("attention", [*nodes, *members], "attention", attrs, inputs, [last.outputs[0]])
+    members = [*nodes, *members]
+    qkv, major, k_transposed = _sequence_major(g, [q, k, v], k_transposed, members)
+    y, same = last.outputs[0], []
+    after = g.only(y)
+    while after is not None and after.op == "reshape" and g.shape(after.outputs[0]) == g.shape(y) and \
+            id(after) not in g.taken:  # (PyTorch's export reshapes the output to its own shape first)
+        same.append(after)
+        after = g.only(after.outputs[0])
+    if after is not None and after.op == "transpose" and _perm(after) == [0, 2, 1, 3] and id(after) not in g.taken:
+        y, major[3] = after.outputs[0], 1
+        members += [*same, after]
+    inputs = qkv + ([mask] if mask is not None else [])
+    attrs = {"scale": float(factor), "k_transposed": k_transposed, "nan_rows": not tail,
+             "sequence_major": tuple(major)}
+    return Replacement("attention", members, "attention", attrs, inputs, [y])
+
+
+def _perm(node: Node) -> list[int]:
+    return [int(p) % 4 for p in node.attrs.get("perm", ())]
+
+
+def _sequence_major(g: _Graph, qkv: list[Value], k_transposed: bool, members: list[Node]) -> \
+        tuple[list[Value], list[int], bool]:
+    """q, k and v read through the transposes that made them from (B, S, H, D) tensors (each transpose's output
+    read only by ``members``, which take the transposes in): the values, their ``sequence_major`` flags (the
+    output's 0) and whether k is still given transposed.  kᵀ comes from (0, 2, 3, 1), q, k and v from
+    (0, 2, 1, 3)."""
+    qkv, major = list(qkv), [0, 0, 0, 0]
+    want = [[0, 2, 1, 3], [0, 2, 3, 1] if k_transposed else [0, 2, 1, 3], [0, 2, 1, 3]]
+    for i in range(3):
+        v, tr = qkv[i], qkv[i].producer
+        if major[i] or tr is None or tr.op != "transpose" or id(tr) in g.taken or any(m is tr for m in members):
+            continue
+        same = [j for j in range(3) if qkv[j] is v]
+        if any(want[j] != want[i] for j in same) or _perm(tr) != want[i] or not g.internal(v, members):
+            continue
+        for j in same:
+            qkv[j], major[j] = tr.inputs[0], 1
+        members.insert(0, tr)
+    return qkv, major, k_transposed and not major[1]
 
 
 def _scores_product(g: _Graph, x: Value, reader: Node) -> tuple[Value, Value, bool, float, list[Node]] | None:
@@ -596,7 +634,7 @@ def _runs(r: Replacement, types: Mapping[int, TensorType]) -> bool:
         return False
     on_host = r.device.info.kernel_language == "python"
     if r.kind in VENDOR_PRODUCTS and not on_host and r.device.vendor_op("matmul") is not None and \
-            not op.beats_vendor_products(ins, r.device.info):
+            not op.beats_vendor_products(ins, attrs, r.device.info):
         return False
     if (r.kind in VENDOR_FIRST and not on_host) or (r.kind in HOST_VENDOR_ONLY and on_host):
         vendor = r.device.vendor_op(r.op)

@@ -11,8 +11,17 @@ Three plans (``form`` chooses; ``forcing`` overrides it on a thread, for tests a
   1-8, among which its keys are dealt, merged at the tile's end); the group loads a block of keys and values into
   shared memory, each item scores its row against its keys of the block and folds them into its online softmax.
   One kernel, keys and values read once per tile, no score matrix; a causal tile stops at its last visible key.
+- ``blocked``, the tiled kernel's plan with register blocks (flash attention as a GEMM kernel does it): a
+  work-group of TY x TX items per tile of TY·TM query rows, the tile's queries in shared memory; for each block
+  of keys and values in shared memory an item scores TM rows against BK/TX keys (TM + BK/TX shared reads for
+  TM·BK/TX multiply-adds), the rows' maxima meet in shared memory, and the item adds the block's weighted values
+  into its TM x Dv/TX outputs from the probabilities in shared memory.  The default for longer query blocks on
+  GPUs, where its shared memory fits.
 - ``composed``: the score matrix by the GEMM kernels, a row kernel for softcap, bias and softmax, and the GEMM
   kernels again for the weighted values.
+
+Each of q, k, v and the output may be given sequence-major, (B, S, H, D) (``sequence_major``): the layout a
+projection writes and the next one reads, so that an exported model's transposes around attention go.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from ...info import DeviceInfo
 from ..dialect import KernelSpec, Param, dialect_type
 from ..op import Launch, Plan, TensorType, float_attr, groups_for, local_1d, register
 from .matmul import gemm_steps
+from .movement import copy_launch
 from .reduce import acc_type, add, bool_attr, fmax, group_local, group_reduce, int_attr, known_attrs
 from .rows import FloatKernelOp, float_tensor, grouped_rows, widen
 
@@ -55,8 +65,16 @@ TILED_KEYS_MAX = 128
 TILED_SPREAD = 2
 #: items a tiled kernel's query row may have
 TILED_LANES = (1, 2, 4, 8)
+#: largest head size (of queries/keys and of values) of the blocked kernel
+BLOCKED_HEAD_MAX = 128
+#: items of a blocked kernel's group (TY = TX = its square root), where the device allows, else 64
+BLOCKED_GROUP = 256
+#: query rows an item of the blocked kernel may take (TM): the most that still gives every compute unit a group
+BLOCKED_ROWS = (4, 2, 1)
+#: keys per item of a blocked kernel's block (BK / TX), halved while its shared memory does not fit the device
+BLOCKED_KEYS = 4
 #: the plans, as ``form`` names them
-FORMS = ("fused", "tiled", "composed")
+FORMS = ("fused", "tiled", "blocked", "composed")
 #: qk_matmul_output_mode values: the scaled QK product, after softcap, after the bias, the probabilities
 QK_MODES = (0, 1, 2, 3)
 
@@ -65,20 +83,28 @@ _state = threading.local()
 
 
 @contextlib.contextmanager
-def forcing(form: str, lanes: int | None = None) -> Iterator[None]:
+def forcing(form: str, lanes: int | None = None, rows: int | None = None) -> Iterator[None]:
     """Every attention planned on this thread inside the block takes ``form`` where its inputs allow it (the
-    fused and tiled kernels have head size limits, the tiled one no ``qk_matmul_output_mode`` 3); the tiled kernel
-    with ``lanes`` items per query row (1, 2, 4 or 8) where given."""
+    fused, tiled and blocked kernels have head size limits, the tiled and blocked ones no
+    ``qk_matmul_output_mode`` 3); the tiled kernel with ``lanes`` items per query row (1, 2, 4 or 8), the blocked
+    one with ``rows`` query rows per item (one of ``BLOCKED_ROWS``), where given."""
     if form not in FORMS:
         raise ValueError(f"attention form {form!r} is not one of {FORMS}")
     if lanes is not None and lanes not in TILED_LANES:
         raise ValueError(f"tiled attention lanes {lanes!r} is not one of {TILED_LANES}")
-    before = getattr(_state, "forced", None), getattr(_state, "lanes", None)
-    _state.forced, _state.lanes = form, lanes
+    if rows is not None and rows not in BLOCKED_ROWS:
+        raise ValueError(f"blocked attention rows {rows!r} is not one of {BLOCKED_ROWS}")
+    before = getattr(_state, "forced", None), getattr(_state, "lanes", None), getattr(_state, "rows", None)
+    _state.forced, _state.lanes, _state.rows = form, lanes, rows
     try:
         yield
     finally:
-        _state.forced, _state.lanes = before
+        _state.forced, _state.lanes, _state.rows = before
+
+
+def _heads_major(t: TensorType, sequence_major: bool) -> TensorType:
+    """``t``'s (B, H, S, D) shape, given (B, S, H, D) where ``sequence_major``."""
+    return TensorType((t.shape[0], t.shape[2], t.shape[1], t.shape[3]), t.dtype) if sequence_major else t
 
 
 def _mask_layout(mask: TensorType, B: int, H: int, Sq: int) -> tuple[int, int, int]:
@@ -105,8 +131,10 @@ class Attention(FloatKernelOp):
     ``nonpad_kv_seqlen`` (B,) integers: -inf for keys j >= nonpad[b], and offset = nonpad[b] - Sq.  A query
     row whose bias is -inf everywhere gives zeros.  With ``qk_matmul_output_mode`` 0-3 a second output
     (B, Hq, Sq, Skv) holds the scaled product, the softcapped one, that plus the bias, or the probabilities.
-    Two more attributes, not ONNX's, which the attention pattern sets: with ``k_transposed`` k is given as kᵀ,
-    (B, Hk, Dk, Skv); with ``nan_rows`` a row whose bias is -inf everywhere gives NaN, as a softmax does.
+    Three more attributes, not ONNX's, which the attention pattern sets: with ``k_transposed`` k is given as kᵀ,
+    (B, Hk, Dk, Skv); with ``nan_rows`` a row whose bias is -inf everywhere gives NaN, as a softmax does;
+    ``sequence_major`` (four flags: q, k, v, the output) gives those flagged as (B, S, H, D) (k not with
+    ``k_transposed``).
     """
 
     name = "attention"
@@ -116,15 +144,25 @@ class Attention(FloatKernelOp):
 
     def check(self, inputs, attrs):
         known_attrs(self, attrs, ("scale", "is_causal", "softcap", "offset", "left_window_size",
-                                  "right_window_size", "qk_matmul_output_mode", "k_transposed", "nan_rows"))
+                                  "right_window_size", "qk_matmul_output_mode", "k_transposed", "nan_rows",
+                                  "sequence_major"))
         q, k, v = inputs[:3]
         k_transposed = bool_attr(self, attrs, "k_transposed", False)
+        flags = attrs.get("sequence_major", (0, 0, 0, 0))
+        if not isinstance(flags, (list, tuple)) or len(flags) != 4 or any(
+                isinstance(f, bool) or not isinstance(f, (int, np.integer)) or f not in (0, 1) for f in flags):
+            raise self.error(f"sequence_major must be four flags 0 or 1 (q, k, v, output), got {flags!r}")
+        major = tuple(int(f) for f in flags)
+        if k_transposed and major[1]:
+            raise self.error("k is given either transposed or sequence-major, not both")
         for t, what in zip((q, k, v), ("q", "k", "v")):
             float_tensor(self, t, what)
             if len(t.shape) != 4:
-                raise self.error(f"{what} must be 4-D (batch, heads, sequence, head size), got {t.shape}")
+                layout = "sequence, heads" if major["qkv".index(what)] else "heads, sequence"
+                raise self.error(f"{what} must be 4-D (batch, {layout}, head size), got {t.shape}")
             if t.dtype != q.dtype:
                 raise self.error(f"q, k and v must share one dtype, got {q.dtype} and {t.dtype}")
+        q, k, v = (_heads_major(t, bool(f)) for t, f in zip((q, k, v), major))
         B, Hq, Sq, Dk = q.shape
         if k_transposed:
             k = TensorType(k.shape[:2] + (k.shape[3], k.shape[2]), k.dtype)
@@ -165,7 +203,13 @@ class Attention(FloatKernelOp):
         return {"scale": scale, "is_causal": bool_attr(self, attrs, "is_causal", False), "softcap": softcap,
                 "offset": offset, "left_window_size": left, "right_window_size": right,
                 "qk_matmul_output_mode": mode, "k_transposed": k_transposed,
-                "nan_rows": bool_attr(self, attrs, "nan_rows", False)}
+                "nan_rows": bool_attr(self, attrs, "nan_rows", False), "sequence_major": major}
+
+    @staticmethod
+    def heads_major(inputs: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
+        """The inputs with q, k and v as (B, H, S, D) (k as given where transposed): the shapes the plans read."""
+        major = attrs.get("sequence_major", (0, 0, 0, 0))
+        return [*(_heads_major(t, bool(f)) for t, f in zip(inputs[:3], major)), *inputs[3:]]
 
     def _extras(self, inputs: Sequence[Any]) -> tuple[Any, Any]:
         """(mask, nonpad_kv_seqlen) among inputs 3 and 4 (None where absent): integers are the lengths."""
@@ -183,9 +227,9 @@ class Attention(FloatKernelOp):
         return mask, nonpad
 
     def infer(self, inputs, attrs):
-        q, k, v = inputs[:3]
+        q, k, v = self.heads_major(inputs, attrs)[:3]
         B, Hq, Sq, _ = q.shape
-        outs = [TensorType((B, Hq, Sq, v.shape[3]), q.dtype)]
+        outs = [_heads_major(TensorType((B, Hq, Sq, v.shape[3]), q.dtype), bool(attrs["sequence_major"][3]))]
         if attrs["qk_matmul_output_mode"] >= 0:
             outs.append(TensorType((B, Hq, Sq, v.shape[2]), q.dtype))
         return outs
@@ -221,6 +265,8 @@ class Attention(FloatKernelOp):
         return np.where(blocked, ninf, bias)
 
     def reference(self, inputs, attrs):
+        major = attrs.get("sequence_major", (0, 0, 0, 0))
+        inputs = [np.swapaxes(a, 1, 2) if f else a for a, f in zip(inputs[:3], major)] + list(inputs[3:])
         q, k, v = (widen(a) for a in inputs[:3])
         if attrs.get("k_transposed"):
             k = np.swapaxes(k, 2, 3)
@@ -245,7 +291,7 @@ class Attention(FloatKernelOp):
             empty = dtype.type(np.nan if attrs.get("nan_rows") else 0)
             p = np.where(guard, empty, e / np.where(total == 0, dtype.type(1), total))
             y = np.matmul(p.reshape(B, Hk, G * Sq, Skv), v).reshape(B, Hq, Sq, Dv)
-        outs = [y.astype(inputs[0].dtype)]
+        outs = [np.ascontiguousarray(np.swapaxes(y, 1, 2) if major[3] else y).astype(inputs[0].dtype)]
         mode = attrs["qk_matmul_output_mode"]
         if mode >= 0:
             outs.append((raw, s, np.broadcast_to(t, raw.shape), p)[mode].astype(inputs[0].dtype))
@@ -294,45 +340,104 @@ class Attention(FloatKernelOp):
         return (keys * (Dk + 1), max(keys * (Dv + 1), rows * Dv if lanes > 1 else 0), keys * rows,
                 rows * lanes)
 
-    def form(self, inputs: Sequence[TensorType], info: DeviceInfo, mode: int = -1) -> str:
-        """The plan (one of ``FORMS``) the device runs these inputs with (``mode``: qk_matmul_output_mode).
+    def _blocking(self, inputs: Sequence[TensorType], info: DeviceInfo) -> tuple[int, int, int] | None:
+        """(side, rows, keys) of the blocked kernel for these inputs on the device, or None where its head sizes or
+        shared memory do not fit: a group of side x side items (TY = TX = side), each item ``rows`` query rows
+        (TM) and ``keys`` keys of a block (KC; BK = side·keys).  Rows are the most of ``BLOCKED_ROWS`` that still
+        give each compute unit a group and leave no item only rows past the end; keys halve while shared memory
+        is short."""
+        q, v = inputs[0], inputs[2]
+        B, Hq, Sq, Dk = q.shape
+        Dv = v.shape[3]
+        if max(Dk, Dv) > BLOCKED_HEAD_MAX or min(Dk, Dv) < 1:
+            return None
+        local = group_local(info, BLOCKED_GROUP)
+        side = 16 if local >= 256 else 8 if local >= 64 else 0
+        if not side:
+            return None
+        forced = getattr(_state, "rows", None)
+        rows = forced or next((r for r in BLOCKED_ROWS if r == 1 or (
+            B * Hq * -(-Sq // (side * r)) >= info.compute_units and side * (r - 1) < Sq)), 1)
+        acc = 8 if q.dtype == np.float64 else 4
+        keys = BLOCKED_KEYS
+        while keys >= 1 and acc * sum(self._blocked_shared(Dk, Dv, side, rows, keys)) > info.local_memory:
+            keys //= 2
+        return (side, rows, keys) if keys >= 1 else None
 
-        Few query rows (decoding) take the fused kernel; longer query blocks the tiled kernel on GPUs up to
-        ``TILED_KEYS_MAX`` keys, the composition beyond and on CPU devices (whose GEMM kernels do better there:
-        the groups' barriers cost more than a score matrix), except where the score matrix would exceed
-        ``COMPOSED_SCORES_MAX`` bytes."""
+    @staticmethod
+    def _blocked_shared(Dk: int, Dv: int, side: int, rows: int, keys: int) -> tuple[int, int, int, int, int]:
+        """Elements of the blocked kernel's shared arrays: the tile's queries and the key block (rows padded by one
+        element against bank conflicts), the value block (its rows padded to a multiple of ``side``), the block's
+        probabilities, the rows' partial maxima and sums."""
+        bm, bk = side * rows, side * keys
+        return (bm * (Dk + 1), bk * (Dk + 1), bk * side * -(-Dv // side), bm * (bk + 1), bm * side)
+
+    def form(self, inputs: Sequence[TensorType], info: DeviceInfo, mode: int = -1) -> str:
+        """The plan (one of ``FORMS``) the device runs these inputs (q, k, v as (B, H, S, D)) with (``mode``:
+        qk_matmul_output_mode).
+
+        Few query rows (decoding) take the fused kernel; longer query blocks the blocked kernel on GPUs (the tiled
+        one up to ``TILED_KEYS_MAX`` keys where the blocked one does not fit), the composition on CPU devices
+        (whose GEMM kernels do better there: the groups' barriers cost more than a score matrix), except where the
+        score matrix would exceed ``COMPOSED_SCORES_MAX`` bytes."""
         q, v = inputs[0], inputs[2]
         fits = self._fits(inputs, info)
         tiles = mode != 3 and self._tiling(inputs, info) is not None
+        blocks = mode != 3 and self._blocking(inputs, info) is not None
         forced = getattr(_state, "forced", None)
-        if (forced == "fused" and fits) or (forced == "tiled" and tiles) or forced == "composed":
+        if (forced == "fused" and fits) or (forced == "tiled" and tiles) or (forced == "blocked" and blocks) or \
+                forced == "composed":
             return forced
         cpu = info.device_type == "cpu"
         # (on CPU devices the fused kernel's group barriers cost more than the composition's score matrix: BERT's
         # heads at 12 queries 1.2-1.7x slower on PoCL and lavapipe; half precision keeps it, its scores in float32)
         if fits and q.shape[2] <= FUSED_QUERIES and (not cpu or q.dtype.itemsize < 4):
             return "fused"
+        if blocks and not cpu:
+            return "blocked"
         if tiles and not cpu and v.shape[2] <= TILED_KEYS_MAX:
             return "tiled"
         if q.shape[0] * q.shape[1] * q.shape[2] * v.shape[2] * q.dtype.itemsize > COMPOSED_SCORES_MAX:
-            return "tiled" if tiles else "fused" if fits else "composed"
+            return "blocked" if blocks else "tiled" if tiles else "fused" if fits else "composed"
         return "composed"
 
-    def beats_vendor_products(self, inputs: Sequence[TensorType], info: DeviceInfo) -> bool:
+    def beats_vendor_products(self, inputs: Sequence[TensorType], attrs: dict[str, Any], info: DeviceInfo) -> bool:
         """Whether these inputs run faster as the op than as nodes whose products a vendor library (cuBLAS) runs:
-        where the fused kernel takes them (decoding).  On the H200 the composition took 2.41 ms where cuBLAS's
-        products beside the nodes took 2.18 (16 x 4 heads x 128 x 64); with the tiled kernel a lone block of 128
-        keys ran 0.95-1.00x the nodes' time, but BERT-mini's and the GPT-2 LM's plans gained nothing or lost (their
-        time over the unfused plan's rose in 7 of 8 cases in two processes, BERT-mini b1 0.93 -> 1.14)."""
-        return self.form(inputs, info) == "fused"
+        where the fused kernel takes them (decoding), or the blocked kernel with a group for every compute unit.
+        On the H200 (replayed graphs' GPU time, the op also taking the heads' transposes), GPT-2's 4 heads of 128
+        at batch 16: 0.883 ms as nodes, 0.814 blocked (BERT-mini 0.822, 0.758); at batch 1, 32 groups for 132
+        compute units, 0.313 as nodes and 0.334 blocked."""
+        heads = self.heads_major(inputs, attrs)
+        form = self.form(heads, info, attrs["qk_matmul_output_mode"])
+        if form != "blocked":
+            return form == "fused"
+        blocking = self._blocking(heads, info)
+        assert blocking is not None
+        B, Hq, Sq, _ = heads[0].shape
+        return B * Hq * -(-Sq // (blocking[0] * blocking[1])) >= info.compute_units
 
     def plan(self, inputs, outputs, attrs, info):
+        inputs = self.heads_major(inputs, attrs)
         form = self.form(inputs, info, attrs["qk_matmul_output_mode"])
         if form == "composed":
             return self._composed(inputs, attrs, info)
         if form == "tiled":
             return self._tiled(inputs, attrs, info)
+        if form == "blocked":
+            return self._blocked(inputs, attrs, info)
         return self._fused(inputs, attrs, info)
+
+    def _at(self, attrs, which: str, s: str, d: str, dims: str = "") -> str:
+        """The element index of ``which`` (q, k, v or y) at sequence position ``s``, head dimension ``d`` of
+        head h, batch b (a key or value head h / G), in its layout; ``dims`` names the head size (default the
+        scalars Dk, Dv)."""
+        size = dims or ("Dv" if which in "vy" else "Dk")
+        heads, length, head = ("Hq", "Sq", "h") if which in "qy" else ("Hk", "Skv", "(h / G)")
+        if which == "k" and attrs.get("k_transposed"):
+            return f"((b * Hk + h / G) * {size} + {d}) * Skv + {s}"
+        if attrs["sequence_major"]["qkvy".index(which)]:
+            return f"((b * {length} + {s}) * {heads} + {head}) * {size} + {d}"
+        return f"((b * {heads} + {head}) * {length} + {s}) * {size} + {d}"
 
     def _shape_scalars(self, inputs, attrs) -> tuple[list[Param], list[Any]]:
         """The scalars both kernels take, and their values."""
@@ -450,7 +555,7 @@ class Attention(FloatKernelOp):
         local = group_local(info, FUSED_GROUP)
         mode = attrs["qk_matmul_output_mode"]
         buffers, args, tag, scalars, values = self._kernel_params(inputs, attrs)
-        at_k = "kvb * Dk + d * Skv + j" if attrs.get("k_transposed") else "(kvb + j) * Dk + d"
+        at_k, q_at = self._at(attrs, "k", "j", "d"), self._at(attrs, "q", "i", "d")
         score = ("                ACC dot = CAST(ACC, 0.0f);\n"
                  f"                for (int d = 0; d < Dk; d++) dot = dot + qs[d] * TO_ACC(k[{at_k}]);\n"
                  "                int qo = row * Skv + j;\n"
@@ -460,9 +565,8 @@ class Attention(FloatKernelOp):
         body = [
             "    for (int row = GROUP(0); row < R; row += NGROUPS(0)) {\n",
             "        int i = row % Sq;\n        int h = (row / Sq) % Hq;\n        int b = row / (Sq * Hq);\n",
-            "        int kvb = (b * Hk + h / G) * Skv;\n",
             f"        int off = {self._offset_code(inputs)};\n",
-            "        for (int d = LID(0); d < Dk; d += LSIZE(0)) qs[d] = TO_ACC(q[row * Dk + d]);\n",
+            f"        for (int d = LID(0); d < Dk; d += LSIZE(0)) qs[d] = TO_ACC(q[{q_at}]);\n",
             f"        for (int d = LID(0); d < Dv; d += LSIZE(0)) accs[d] = {zero};\n",
             "        BARRIER();\n",
             f"        ACC m = {ninf};\n        ACC l = {zero};\n        ACC seen = {zero};\n",
@@ -486,12 +590,14 @@ class Attention(FloatKernelOp):
             # (ps is rewritten after the next chunk's first barrier, red after this one: no third barrier)
             "            for (int d = LID(0); d < Dv; d += LSIZE(0)) {\n",
             "                ACC a = accs[d] * corr;\n",
-            "                for (int jj = 0; jj < n; jj++) a = a + ps[jj] * TO_ACC(v[(kvb + j0 + jj) * Dv + d]);\n",
+            "                for (int jj = 0; jj < n; jj++) "
+            f"a = a + ps[jj] * TO_ACC(v[{self._at(attrs, 'v', 'j0 + jj', 'd')}]);\n",
             "                accs[d] = a;\n            }\n",
             "            m = mn;\n        }\n",
             group_reduce("l", add), group_reduce("seen", fmax),
             f"        ACC inv = (seen == {zero} || l == {zero}) ? {self._empty(attrs)} : CAST(ACC, 1.0f) / l;\n",
-            "        for (int d = LID(0); d < Dv; d += LSIZE(0)) y[row * Dv + d] = FROM_ACC(accs[d] * inv);\n",
+            f"        for (int d = LID(0); d < Dv; d += LSIZE(0)) y[{self._at(attrs, 'y', 'i', 'd')}] = "
+            "FROM_ACC(accs[d] * inv);\n",
         ]
         if mode == 3:  # the probabilities: each key scored again (the scores are not kept)
             body += [f"        ACC base = m == {ninf} ? {zero} : m;\n",
@@ -546,12 +652,12 @@ class Attention(FloatKernelOp):
             end.append("        if (CAST(int, nonpad[b]) < jend) jend = CAST(int, nonpad[b]) > 0 ? "
                        "CAST(int, nonpad[b]) : 0;\n")
         load_k = ("                int kk = e % BK;\n                int d = e / BK;\n"
-                  "                ks[kk * (QD + 1) + d] = kk < n ? TO_ACC(k[kvb * QD + d * Skv + j0 + kk]) : "
-                  "CAST(ACC, 0.0f);\n"
                   if attrs.get("k_transposed") else
-                  "                int kk = e / QD;\n"
-                  "                ks[kk * (QD + 1) + e % QD] = kk < n ? TO_ACC(k[(kvb + j0) * QD + e]) : "
-                  "CAST(ACC, 0.0f);\n")
+                  "                int kk = e / QD;\n                int d = e % QD;\n")
+        k_at = self._at(attrs, "k", "j0 + kk", "d", "QD")
+        load_k += f"                ks[kk * (QD + 1) + d] = kk < n ? TO_ACC(k[{k_at}]) : CAST(ACC, 0.0f);\n"
+        q_at, v_at = self._at(attrs, "q", "i", "d", "QD"), self._at(attrs, "v", "j0 + kk", "e % VD", "VD")
+        y_at = self._at(attrs, "y", "i", "d", "VD")
         # the product of a query row and a key with four partial sums (no chain of dependent adds)
         dot = ["                    int kb = kk * (QD + 1);\n",
                f"                    ACC d0 = {zero};\n                    ACC d1 = {zero};\n",
@@ -570,14 +676,13 @@ class Attention(FloatKernelOp):
             "        int lane = LID(0) % LANES;\n        int r = LID(0) / LANES;\n",
             "        int i = tile * ROWS + r;\n",
             "        int row = (b * Hq + h) * Sq + i;\n",
-            "        int kvb = (b * Hk + h / G) * Skv;\n",
             f"        int off = {self._offset_code(inputs)};\n",
             *end,
             "        ACC qr[QD];\n        ACC o[VD];\n",
             f"        UNROLL for (int d = 0; d < QD; d++) qr[d] = {zero};\n",
             f"        UNROLL for (int d = 0; d < VD; d++) o[d] = {zero};\n",
             "        if (i < Sq) {\n",
-            "            UNROLL for (int d = 0; d < QD; d++) qr[d] = TO_ACC(q[row * QD + d]);\n",
+            f"            UNROLL for (int d = 0; d < QD; d++) qr[d] = TO_ACC(q[{q_at}]);\n",
             "        }\n",
             f"        ACC m = {ninf};\n        ACC l = {zero};\n        ACC seen = {zero};\n",
             "        for (int j0 = 0; j0 < jend; j0 += BK) {\n",
@@ -585,7 +690,7 @@ class Attention(FloatKernelOp):
             "            for (int e = LID(0); e < BK * QD; e += LSIZE(0)) {\n", load_k, "            }\n",
             "            for (int e = LID(0); e < BK * VD; e += LSIZE(0)) {\n",
             "                int kk = e / VD;\n",
-            "                vs[kk * (VD + 1) + e % VD] = kk < n ? TO_ACC(v[(kvb + j0) * VD + e]) : CAST(ACC, 0.0f);\n",
+            f"                vs[kk * (VD + 1) + e % VD] = kk < n ? TO_ACC(v[{v_at}]) : CAST(ACC, 0.0f);\n",
             "            }\n",
             "            BARRIER();\n",
             "            if (i < Sq) {\n",
@@ -645,8 +750,191 @@ class Attention(FloatKernelOp):
         body += [
             "        if (i < Sq && lane == 0) {\n",
             f"            ACC inv = (seen == {zero} || l == {zero}) ? {self._empty(attrs)} : CAST(ACC, 1.0f) / l;\n",
-            "            UNROLL for (int d = 0; d < VD; d++) y[row * VD + d] = FROM_ACC(o[d] * inv);\n",
+            f"            UNROLL for (int d = 0; d < VD; d++) y[{y_at}] = FROM_ACC(o[d] * inv);\n",
             "        }\n",
+            "    }",
+        ]
+        return "".join(body)
+
+    def _blocked(self, inputs, attrs, info) -> Plan:
+        q, v = inputs[0], inputs[2]
+        elem = dialect_type(q.dtype)
+        B, Hq, Sq, Dk = q.shape
+        Dv = v.shape[3]
+        blocking = self._blocking(inputs, info)
+        assert blocking is not None
+        side, rows, keys = blocking
+        buffers, args, tag, scalars, values = self._kernel_params(inputs, attrs)
+        tq = -(-Sq // (side * rows))
+        scalars += [Param("TQ", "int", "scalar"), Param("NG", "int", "scalar")]
+        values += [tq, B * Hq * tq]
+        major = "".join(str(f) for f in attrs["sequence_major"])
+        acc = acc_type(elem)
+        sizes = self._blocked_shared(Dk, Dv, side, rows, keys)
+        shared = tuple((acc, name, n) for name, n in zip(("qs", "ks", "vs", "ps", "red"), sizes))
+        local = side * side
+        spec = KernelSpec(f"attention_blocked_{elem}{tag}_m{major}_q{Dk}_v{Dv}_s{side}_r{rows}_k{keys}",
+                          (*buffers, *scalars), self._blocked_body(inputs, attrs), elem=elem, shared=shared,
+                          local_size=(local,),
+                          defines=(("QD", Dk), ("VD", Dv), ("TX", side), ("TY", side), ("TM", rows), ("KC", keys),
+                                   ("BM", side * rows), ("BK", side * keys), ("VC", -(-Dv // side)),
+                                   ("VS", side * -(-Dv // side)), ("NT", local), ("LQ", -(-side * rows * Dk // local)),
+                                   ("LK", -(-side * keys * Dk // local)),
+                                   ("LV", -(-side * keys * side * -(-Dv // side) // local))))
+        gsize = groups_for(B * Hq * tq * local, local, info)
+        return Plan([Launch(spec, (*args, *values), gsize, (local,))])
+
+    def _blocked_body(self, inputs, attrs) -> str:
+        """The blocked kernel's body: item ``LID`` = ty·TX + tx takes query rows ty + TY·r (r < TM) of its tile,
+        keys tx + TX·c (c < KC) of each block and output columns tx + TX·c (c < VC)."""
+        _, nonpad = self._extras(inputs)
+        mode = attrs["qk_matmul_output_mode"]
+        ninf = "CAST(ACC, -DL_INF)"
+        zero = "CAST(ACC, 0.0f)"
+        end = ["        int jend = Skv;\n"]
+        if mode < 0 and attrs["is_causal"]:
+            end.append("        int ilast = (tile + 1) * BM < Sq ? (tile + 1) * BM - 1 : Sq - 1;\n"
+                       "        if (ilast + off + 1 < jend) jend = ilast + off + 1 > 0 ? ilast + off + 1 : 0;\n")
+        if mode < 0 and nonpad is not None:
+            end.append("        if (CAST(int, nonpad[b]) < jend) jend = CAST(int, nonpad[b]) > 0 ? "
+                       "CAST(int, nonpad[b]) : 0;\n")
+        kk_d = ("int kk = e % BK; int d = e / BK;" if attrs.get("k_transposed") else "int kk = e / QD; int d = e % QD;")
+
+        def fetch(first: str, indent: str) -> str:
+            """Statements reading the key and value block from key ``first`` into registers (kr, vr): every load
+            of the block issued before any is waited for."""
+            k_at = self._at(attrs, "k", f"{first} + kk", "d", "QD")
+            v_at = self._at(attrs, "v", f"{first} + kk", "d", "VD")
+            return (f"{indent}UNROLL for (int u = 0; u < LK; u++) {{\n"
+                    f"{indent}    int e = LID(0) + u * NT; {kk_d}\n"
+                    f"{indent}    kr[u] = e < BK * QD && {first} + kk < jend ? TO_ACC(k[{k_at}]) : {zero};\n"
+                    f"{indent}}}\n"
+                    f"{indent}UNROLL for (int u = 0; u < LV; u++) {{\n"
+                    f"{indent}    int e = LID(0) + u * NT; int kk = e / VS; int d = e % VS;\n"
+                    f"{indent}    vr[u] = e < BK * VS && {first} + kk < jend && d < VD ? TO_ACC(v[{v_at}]) : {zero};\n"
+                    f"{indent}}}\n")
+        score = self._score_code(inputs, attrs, "                        ", "sc[r * KC + c]")
+        q_at = self._at(attrs, "q", "tile * BM + e / QD", "e % QD", "QD")
+        y_at = self._at(attrs, "y", "i", "d", "VD")
+        body = [
+            "    int tx = LID(0) % TX;\n    int ty = LID(0) / TX;\n",
+            "    for (int g = GROUP(0); g < NG; g += NGROUPS(0)) {\n",
+            "        int tile = g % TQ;\n        int h = (g / TQ) % Hq;\n        int b = g / (TQ * Hq);\n",
+            f"        int off = {self._offset_code(inputs)};\n",
+            *end,
+            "        ACC qr[LQ];\n        ACC kr[LK];\n        ACC vr[LV];\n",
+            "        UNROLL for (int u = 0; u < LQ; u++) {\n",
+            "            int e = LID(0) + u * NT;\n",
+            f"            qr[u] = e < BM * QD && tile * BM + e / QD < Sq ? TO_ACC(q[{q_at}]) : {zero};\n",
+            "        }\n",
+            fetch("0", "        "),
+            "        UNROLL for (int u = 0; u < LQ; u++) {\n",
+            "            int e = LID(0) + u * NT;\n",
+            "            if (e < BM * QD) qs[(e / QD) * (QD + 1) + e % QD] = qr[u];\n",
+            "        }\n",
+            "        ACC m[TM];\n        ACC l[TM];\n        ACC seen[TM];\n        ACC o[TM * VC];\n",
+            f"        UNROLL for (int r = 0; r < TM; r++) {{ m[r] = {ninf}; l[r] = {zero}; seen[r] = {zero}; }}\n",
+            f"        UNROLL for (int e = 0; e < TM * VC; e++) o[e] = {zero};\n",
+            "        for (int j0 = 0; j0 < jend; j0 += BK) {\n",
+            "            int n = jend - j0 < BK ? jend - j0 : BK;\n",
+            "            UNROLL for (int u = 0; u < LK; u++) {\n",
+            f"                int e = LID(0) + u * NT; {kk_d}\n",
+            "                if (e < BK * QD) ks[kk * (QD + 1) + d] = kr[u];\n",
+            "            }\n",
+            "            UNROLL for (int u = 0; u < LV; u++) {\n",
+            "                int e = LID(0) + u * NT;\n",
+            "                if (e < BK * VS) vs[e] = vr[u];\n",
+            "            }\n",
+            "            BARRIER();\n",
+            # the next block's loads are in flight while this one is computed
+            "            if (j0 + BK < jend) {\n",
+            fetch("(j0 + BK)", "                "),
+            "            }\n",
+            # the block's scores: TM rows x KC keys an item, from TM + KC shared reads per head dimension
+            "            ACC sc[TM * KC];\n",
+            f"            UNROLL for (int e = 0; e < TM * KC; e++) sc[e] = {zero};\n",
+            "            UNROLL for (int d = 0; d < QD; d++) {\n",
+            "                ACC qa[TM];\n                ACC kb[KC];\n",
+            "                UNROLL for (int r = 0; r < TM; r++) qa[r] = qs[(ty + TY * r) * (QD + 1) + d];\n",
+            "                UNROLL for (int c = 0; c < KC; c++) kb[c] = ks[(tx + TX * c) * (QD + 1) + d];\n",
+            "                UNROLL for (int r = 0; r < TM; r++) {\n",
+            "                    UNROLL for (int c = 0; c < KC; c++)\n",
+            "                        sc[r * KC + c] = sc[r * KC + c] + qa[r] * kb[c];\n",
+            "                }\n",
+            "            }\n",
+            # scale, softcap, bias; each row's maximum over the item's keys, then over the row's items
+            "            UNROLL for (int r = 0; r < TM; r++) {\n",
+            "                int i = tile * BM + ty + TY * r;\n",
+            "                int row = (b * Hq + h) * Sq + i;\n",
+            f"                ACC cm = {ninf};\n",
+            "                UNROLL for (int c = 0; c < KC; c++) {\n",
+            "                    int j = j0 + tx + TX * c;\n",
+            f"                    ACC tj = {ninf};\n",
+            "                    if (i < Sq && tx + TX * c < n) {\n",
+            "                        int qo = row * Skv + j;\n",
+            score,
+            f"                        if (bias > {ninf}) seen[r] = CAST(ACC, 1.0f);\n",
+            "                        tj = t;\n",
+            "                    }\n",
+            "                    sc[r * KC + c] = tj;\n",
+            "                    cm = dl_max(cm, tj);\n",
+            "                }\n",
+            "                red[(ty + TY * r) * TX + tx] = cm;\n",
+            "            }\n",
+            "            BARRIER();\n",
+            # the rows' new maxima (each item of a row finds the same), the block's probabilities into shared memory
+            "            UNROLL for (int r = 0; r < TM; r++) {\n",
+            f"                ACC cm = {ninf};\n",
+            "                for (int p = 0; p < TX; p++) cm = dl_max(cm, red[(ty + TY * r) * TX + p]);\n",
+            "                ACC mn = dl_max(m[r], cm);\n",
+            f"                ACC base = mn == {ninf} ? {zero} : mn;\n",
+            f"                ACC corr = m[r] == {ninf} ? {zero} : dl_exp(m[r] - base);\n",
+            "                l[r] = l[r] * corr;\n",
+            "                UNROLL for (int c = 0; c < VC; c++) o[r * VC + c] = o[r * VC + c] * corr;\n",
+            "                UNROLL for (int c = 0; c < KC; c++) {\n",
+            "                    ACC p = dl_exp(sc[r * KC + c] - base);\n",
+            "                    l[r] = l[r] + p;\n",
+            "                    ps[(ty + TY * r) * (BK + 1) + tx + TX * c] = p;\n",
+            "                }\n",
+            "                m[r] = mn;\n",
+            "            }\n",
+            "            BARRIER();\n",
+            # the weighted values: TM rows x VC columns an item, from TM + VC shared reads per key
+            "            for (int kk = 0; kk < n; kk++) {\n",
+            "                ACC pr[TM];\n                ACC vv[VC];\n",
+            "                UNROLL for (int r = 0; r < TM; r++) pr[r] = ps[(ty + TY * r) * (BK + 1) + kk];\n",
+            "                UNROLL for (int c = 0; c < VC; c++) vv[c] = vs[kk * VS + tx + TX * c];\n",
+            "                UNROLL for (int r = 0; r < TM; r++) {\n",
+            "                    UNROLL for (int c = 0; c < VC; c++) o[r * VC + c] = o[r * VC + c] + pr[r] * vv[c];\n",
+            "                }\n",
+            "            }\n",
+            "            BARRIER();\n",
+            "        }\n",
+            # the rows' sums and seen flags over their items
+            "        UNROLL for (int r = 0; r < TM; r++) red[(ty + TY * r) * TX + tx] = l[r];\n",
+            "        BARRIER();\n",
+            "        UNROLL for (int r = 0; r < TM; r++) {\n",
+            f"            l[r] = {zero};\n",
+            "            for (int p = 0; p < TX; p++) l[r] = l[r] + red[(ty + TY * r) * TX + p];\n",
+            "        }\n",
+            "        BARRIER();\n",
+            "        UNROLL for (int r = 0; r < TM; r++) red[(ty + TY * r) * TX + tx] = seen[r];\n",
+            "        BARRIER();\n",
+            "        UNROLL for (int r = 0; r < TM; r++) {\n",
+            "            for (int p = 0; p < TX; p++) seen[r] = dl_max(seen[r], red[(ty + TY * r) * TX + p]);\n",
+            "        }\n",
+            "        UNROLL for (int r = 0; r < TM; r++) {\n",
+            "            int i = tile * BM + ty + TY * r;\n",
+            "            if (i < Sq) {\n",
+            f"                ACC inv = (seen[r] == {zero} || l[r] == {zero}) ? {self._empty(attrs)} : "
+            "CAST(ACC, 1.0f) / l[r];\n",
+            "                UNROLL for (int c = 0; c < VC; c++) {\n",
+            "                    int d = tx + TX * c;\n",
+            f"                    if (d < VD) y[{y_at}] = FROM_ACC(o[r * VC + c] * inv);\n",
+            "                }\n",
+            "            }\n",
+            "        }\n",
+            "        BARRIER();\n",
             "    }",
         ]
         return "".join(body)
@@ -660,9 +948,14 @@ class Attention(FloatKernelOp):
         mode = attrs["qk_matmul_output_mode"]
         # scores (B, Hk, G, Sq, Skv) = q · kᵀ, the G query heads of a key head reading it with stride 0; k read
         # across its rows, or kᵀ along them
-        qk_batch = [(B, Hq * Sq * Dk, Hk * Skv * Dk), (Hk, G * Sq * Dk, Skv * Dk), (G, Sq * Dk, 0)]
-        s_bk, s_bn = (Skv, 1) if attrs.get("k_transposed") else (1, Dk)
-        steps: list[Any] = gemm_steps(info, elem, Sq, Skv, Dk, Dk, 1, s_bk, s_bn, qk_batch, y_arg=("tmp", 0))
+        major = attrs["sequence_major"]
+        # q's strides: (row, batch, key head, query head of a key head); k's: (head dimension, key, batch, head)
+        q_st = (Hq * Dk, Sq * Hq * Dk, G * Dk, Dk) if major[0] else (Dk, Hq * Sq * Dk, G * Sq * Dk, Sq * Dk)
+        k_st = (Skv, 1, Hk * Dk * Skv, Dk * Skv) if attrs.get("k_transposed") else \
+            (1, Hk * Dk, Skv * Hk * Dk, Dk) if major[1] else (1, Dk, Hk * Skv * Dk, Skv * Dk)
+        qk_batch = [(B, q_st[1], k_st[2]), (Hk, q_st[2], k_st[3]), (G, q_st[3], 0)]
+        steps: list[Any] = gemm_steps(info, elem, Sq, Skv, Dk, q_st[0], 1, k_st[0], k_st[1], qk_batch,
+                                      y_arg=("tmp", 0))
         buffers, args, tag = self._buffers(inputs, attrs, fused=False)
         if mode >= 0:
             buffers.append(Param("qk", "T", "out"))
@@ -703,6 +996,18 @@ class Attention(FloatKernelOp):
             local = local_1d(info)
             steps.append(Launch(spec, (*args, *values), groups_for(values[0], local, info), (local,)))
         # y (B, Hk, G, Sq, Dv) = probabilities · v
-        pv_batch = [(B, Hq * Sq * Skv, Hk * Skv * Dv), (Hk, G * Sq * Skv, Skv * Dv), (G, Sq * Skv, 0)]
-        steps += gemm_steps(info, elem, Sq, Dv, Skv, Skv, 1, Dv, 1, pv_batch, a_arg=("tmp", 0), b_arg=("in", 2))
-        return Plan(steps, [TensorType((B, Hq, Sq, Skv), q.dtype)])
+        # (v's strides: key, batch, head)
+        v_st = (Hk * Dv, Skv * Hk * Dv, Dv) if major[2] else (Dv, Hk * Skv * Dv, Skv * Dv)
+        pv_batch = [(B, Hq * Sq * Skv, v_st[1]), (Hk, G * Sq * Skv, v_st[2]), (G, Sq * Skv, 0)]
+        temps = [TensorType((B, Hq, Sq, Skv), q.dtype)]
+        y_arg: tuple = ("out", 0)
+        if major[3]:  # the products write (B, H, S, Dv); a copy puts it sequence-major
+            temps.append(TensorType((B, Hq, Sq, Dv), q.dtype))
+            y_arg = ("tmp", 1)
+        steps += gemm_steps(info, elem, Sq, Dv, Skv, Skv, 1, v_st[0], 1, pv_batch, a_arg=("tmp", 0),
+                            b_arg=("in", 2), y_arg=y_arg)
+        if major[3]:
+            step = copy_launch(q.dtype, ("tmp", 1), ("out", 0), (B, Sq, Hq, Dv), (Hq * Sq * Dv, Dv, Sq * Dv, 1), 0,
+                               (Sq * Hq * Dv, Hq * Dv, Dv, 1), 0, info, self.name)
+            steps += [step] if step is not None else []
+        return Plan(steps, temps)

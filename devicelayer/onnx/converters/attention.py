@@ -20,25 +20,34 @@ def _wants(ctx: Context, k: int) -> bool:
 
 
 def _split_heads(ctx: Context, x: Tensor, heads: Any, what: str) -> Tensor:
-    """(B, S, H·D) -> (B, H, S, D)."""
+    """(B, S, H·D) -> (B, S, H, D), a view (the attention op reads it sequence-major)."""
     B, S, hidden = x.shape
     if not isinstance(heads, int) or heads < 1 or hidden % heads:
         raise InvalidArgument(f"3-D {what} of hidden size {hidden} needs a head count dividing it, got {heads!r}")
-    x = reshape(ctx, x, (B, S, heads, hidden // heads), f"{what}_heads")
+    return reshape(ctx, x, (B, S, heads, hidden // heads), f"{what}_heads")
+
+
+def _heads_major(ctx: Context, x: Tensor, what: str) -> Tensor:
+    """(B, S, H, D) -> (B, H, S, D)."""
     return ctx.op("transpose", [x], f"{what}_bhsd", perm=(0, 2, 1, 3))
 
 
 @converter("Attention")
 def _attention(ctx, attrs):
-    """Q, K, V 3-D (heads from q_num_heads, kv_num_heads) or 4-D; the past cache concatenated before K and V
-    (present_key, present_value) and its length the causal offset; softmax_precision is honoured as a floor:
-    the softmax computes in float32, or float64 for float64 inputs."""
+    """Q, K, V 3-D (heads from q_num_heads, kv_num_heads: read sequence-major, no transposes but for a past cache
+    or the present outputs) or 4-D; the past cache concatenated before K and V (present_key, present_value) and
+    its length the causal offset; softmax_precision is honoured as a floor: the softmax computes in float32, or
+    float64 for float64 inputs."""
     q, k, v = ctx.raw(0), ctx.raw(1), ctx.raw(2)
     rank = len(q.shape)
+    major = [0, 0, 0, 0]
     if rank == 3:
+        if len(k.shape) != 3 or len(v.shape) != 3:
+            raise InvalidArgument(f"Q, K and V must all be 3-D or all 4-D, got {q.shape}, {k.shape}, {v.shape}")
         q = _split_heads(ctx, q, attrs.get("q_num_heads"), "q")
         k = _split_heads(ctx, k, attrs.get("kv_num_heads"), "k")
         v = _split_heads(ctx, v, attrs.get("kv_num_heads"), "v")
+        major = [1, 1, 1, 1]
     elif rank != 4 or len(k.shape) != 4 or len(v.shape) != 4:
         raise InvalidArgument(f"Q, K and V must all be 3-D or all 4-D, got {q.shape}, {k.shape}, {v.shape}")
     precision = attrs.get("softmax_precision")
@@ -51,6 +60,8 @@ def _attention(ctx, attrs):
         if ctx.has(6):
             raise InvalidArgument("nonpad_kv_seqlen cannot be combined with past_key and past_value")
         past_key, past_value = ctx.raw(4), ctx.raw(5)
+        if rank == 3:
+            k, v, major[1], major[2] = _heads_major(ctx, k, "k"), _heads_major(ctx, v, "v"), 0, 0
         k = ctx.op("concat", [past_key, k], "present_key", axis=2)
         v = ctx.op("concat", [past_value, v], "present_value", axis=2)
         kw["offset"] = int(past_key.shape[2])
@@ -62,12 +73,17 @@ def _attention(ctx, attrs):
         ins.append(ctx.raw(6))
     if _wants(ctx, 3):
         kw["qk_matmul_output_mode"] = int(attrs.get("qk_matmul_output_mode", 0))
+    if any(major):
+        kw["sequence_major"] = tuple(major)
     outs = ctx.add("attention", ins, **kw)
     y = outs[0]
-    if rank == 3:  # (B, Hq, Sq, Dv) -> (B, Sq, Hq·Dv)
-        B, H, S, D = y.shape
-        y = reshape(ctx, ctx.op("transpose", [y], "y_bshd", perm=(0, 2, 1, 3)), (B, S, H * D), "y")
-    return [y, k, v, outs[1] if len(outs) > 1 else None]
+    if rank == 3:  # (B, Sq, Hq, Dv) -> (B, Sq, Hq·Dv)
+        B, S, H, D = y.shape
+        y = reshape(ctx, y, (B, S, H * D), "y")
+    # the present cache is (B, H, S, D): a transpose of a sequence-major K or V, only where the node's output wants it
+    present = [_heads_major(ctx, t, what) if f and _wants(ctx, j) else t if not f else None
+               for j, (t, f, what) in enumerate(((k, major[1], "k"), (v, major[2], "v")), 1)]
+    return [y, *present, outs[1] if len(outs) > 1 else None]
 
 
 @converter("RotaryEmbedding")
