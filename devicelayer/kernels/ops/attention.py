@@ -636,21 +636,26 @@ class Attention(FloatKernelOp):
         gsize = groups_for(B * Hq * tq * local, local, info)
         return Plan([Launch(spec, (*args, *values), gsize, (local,))])
 
-    def _tiled_body(self, inputs, attrs, merge: bool) -> str:
-        """The tiled kernel's body: item ``LID`` is lane ``LID % LANES`` of row ``LID / LANES`` of its tile."""
+    def _key_end(self, inputs, attrs, rows: str) -> list[str]:
+        """Statements setting ``jend``, the keys a tile of ``rows`` query rows sees: all of them where the qk output
+        wants every score; else a causal tile's end at its last row's last visible key, and padded keys cut (every
+        key past the end is -inf for every row)."""
         _, nonpad = self._extras(inputs)
         mode = attrs["qk_matmul_output_mode"]
-        ninf = "CAST(ACC, -DL_INF)"
-        zero = "CAST(ACC, 0.0f)"
-        # the keys a tile sees: all of them where the qk output wants every score; else a causal tile's end at its
-        # last row's last visible key, and padded keys cut (every key past the end is -inf for every row)
         end = ["        int jend = Skv;\n"]
         if mode < 0 and attrs["is_causal"]:
-            end.append("        int ilast = (tile + 1) * ROWS < Sq ? (tile + 1) * ROWS - 1 : Sq - 1;\n"
+            end.append(f"        int ilast = (tile + 1) * {rows} < Sq ? (tile + 1) * {rows} - 1 : Sq - 1;\n"
                        "        if (ilast + off + 1 < jend) jend = ilast + off + 1 > 0 ? ilast + off + 1 : 0;\n")
         if mode < 0 and nonpad is not None:
             end.append("        if (CAST(int, nonpad[b]) < jend) jend = CAST(int, nonpad[b]) > 0 ? "
                        "CAST(int, nonpad[b]) : 0;\n")
+        return end
+
+    def _tiled_body(self, inputs, attrs, merge: bool) -> str:
+        """The tiled kernel's body: item ``LID`` is lane ``LID % LANES`` of row ``LID / LANES`` of its tile."""
+        ninf = "CAST(ACC, -DL_INF)"
+        zero = "CAST(ACC, 0.0f)"
+        end = self._key_end(inputs, attrs, "ROWS")
         load_k = ("                int kk = e % BK;\n                int d = e / BK;\n"
                   if attrs.get("k_transposed") else
                   "                int kk = e / QD;\n                int d = e % QD;\n")
@@ -787,17 +792,9 @@ class Attention(FloatKernelOp):
     def _blocked_body(self, inputs, attrs) -> str:
         """The blocked kernel's body: item ``LID`` = ty·TX + tx takes query rows ty + TY·r (r < TM) of its tile,
         keys tx + TX·c (c < KC) of each block and output columns tx + TX·c (c < VC)."""
-        _, nonpad = self._extras(inputs)
-        mode = attrs["qk_matmul_output_mode"]
         ninf = "CAST(ACC, -DL_INF)"
         zero = "CAST(ACC, 0.0f)"
-        end = ["        int jend = Skv;\n"]
-        if mode < 0 and attrs["is_causal"]:
-            end.append("        int ilast = (tile + 1) * BM < Sq ? (tile + 1) * BM - 1 : Sq - 1;\n"
-                       "        if (ilast + off + 1 < jend) jend = ilast + off + 1 > 0 ? ilast + off + 1 : 0;\n")
-        if mode < 0 and nonpad is not None:
-            end.append("        if (CAST(int, nonpad[b]) < jend) jend = CAST(int, nonpad[b]) > 0 ? "
-                       "CAST(int, nonpad[b]) : 0;\n")
+        end = self._key_end(inputs, attrs, "BM")
         kk_d = ("int kk = e % BK; int d = e / BK;" if attrs.get("k_transposed") else "int kk = e / QD; int d = e % QD;")
 
         def fetch(first: str, indent: str) -> str:
