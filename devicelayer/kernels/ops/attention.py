@@ -474,6 +474,8 @@ class Attention(FloatKernelOp):
             tag += f"_n{nt}"
         if attrs.get("k_transposed"):
             tag += "_kt"
+        if any(attrs["sequence_major"]):
+            tag += "_m" + "".join(str(f) for f in attrs["sequence_major"])
         if attrs.get("nan_rows"):
             tag += "_nr"
         if attrs["is_causal"]:
@@ -613,28 +615,31 @@ class Attention(FloatKernelOp):
         gsize = groups_for(R * local, local, info)
         return Plan([Launch(spec, (*args, *values), gsize, (local,))])
 
-    def _tiled(self, inputs, attrs, info) -> Plan:
-        q, v = inputs[0], inputs[2]
+    def _tile_plan(self, inputs, attrs, info, kind: str, tile_rows: int, local: int, body: str,
+                   shared: Sequence[tuple[str, int]], defines: tuple) -> Plan:
+        """One launch of a tile kernel (tiled or blocked): a work-group of ``local`` items per tile of ``tile_rows``
+        query rows of one head, ``shared`` its (name, ACC count) arrays."""
+        q = inputs[0]
         elem = dialect_type(q.dtype)
-        B, Hq, Sq, Dk = q.shape
-        Dv = v.shape[3]
+        B, Hq, Sq, _ = q.shape
+        buffers, args, tag, scalars, values = self._kernel_params(inputs, attrs)
+        tq = -(-Sq // tile_rows)
+        scalars += [Param("TQ", "int", "scalar"), Param("NG", "int", "scalar")]
+        values += [tq, B * Hq * tq]
+        acc = acc_type(elem)
+        spec = KernelSpec(f"attention_{kind}_{elem}{tag}", (*buffers, *scalars), body, elem=elem,
+                          shared=tuple((acc, name, n) for name, n in shared), local_size=(local,), defines=defines)
+        return Plan([Launch(spec, (*args, *values), groups_for(B * Hq * tq * local, local, info), (local,))])
+
+    def _tiled(self, inputs, attrs, info) -> Plan:
+        Dk, Dv = inputs[0].shape[3], inputs[2].shape[3]
         tiling = self._tiling(inputs, info)
         assert tiling is not None
         rows, lanes, keys = tiling
-        buffers, args, tag, scalars, values = self._kernel_params(inputs, attrs)
-        tq = -(-Sq // rows)
-        scalars += [Param("TQ", "int", "scalar"), Param("NG", "int", "scalar")]
-        values += [tq, B * Hq * tq]
-        body = self._tiled_body(inputs, attrs, lanes > 1)
-        acc = acc_type(elem)
         sizes = self._tiled_shared(Dk, Dv, rows, lanes, keys)
-        shared = tuple((acc, name, n) for name, n in zip(("ks", "vs", "ss", "red"), sizes))
-        local = rows * lanes
-        spec = KernelSpec(f"attention_tiled_{elem}{tag}_q{Dk}_v{Dv}_k{keys}_r{rows}x{lanes}", (*buffers, *scalars),
-                          body, elem=elem, shared=shared, local_size=(local,),
-                          defines=(("QD", Dk), ("VD", Dv), ("BK", keys), ("ROWS", rows), ("LANES", lanes)))
-        gsize = groups_for(B * Hq * tq * local, local, info)
-        return Plan([Launch(spec, (*args, *values), gsize, (local,))])
+        return self._tile_plan(inputs, attrs, info, f"tiled_q{Dk}_v{Dv}_k{keys}_r{rows}x{lanes}", rows, rows * lanes,
+                               self._tiled_body(inputs, attrs, lanes > 1), list(zip(("ks", "vs", "ss", "red"), sizes)),
+                               (("QD", Dk), ("VD", Dv), ("BK", keys), ("ROWS", rows), ("LANES", lanes)))
 
     def _key_end(self, inputs, attrs, rows: str) -> list[str]:
         """Statements setting ``jend``, the keys a tile of ``rows`` query rows sees: all of them where the qk output
@@ -762,32 +767,19 @@ class Attention(FloatKernelOp):
         return "".join(body)
 
     def _blocked(self, inputs, attrs, info) -> Plan:
-        q, v = inputs[0], inputs[2]
-        elem = dialect_type(q.dtype)
-        B, Hq, Sq, Dk = q.shape
-        Dv = v.shape[3]
+        Dk, Dv = inputs[0].shape[3], inputs[2].shape[3]
         blocking = self._blocking(inputs, info)
         assert blocking is not None
         side, rows, keys = blocking
-        buffers, args, tag, scalars, values = self._kernel_params(inputs, attrs)
-        tq = -(-Sq // (side * rows))
-        scalars += [Param("TQ", "int", "scalar"), Param("NG", "int", "scalar")]
-        values += [tq, B * Hq * tq]
-        major = "".join(str(f) for f in attrs["sequence_major"])
-        acc = acc_type(elem)
+        local, cols = side * side, -(-Dv // side)
         sizes = self._blocked_shared(Dk, Dv, side, rows, keys)
-        shared = tuple((acc, name, n) for name, n in zip(("qs", "ks", "vs", "ps", "red"), sizes))
-        local = side * side
-        spec = KernelSpec(f"attention_blocked_{elem}{tag}_m{major}_q{Dk}_v{Dv}_s{side}_r{rows}_k{keys}",
-                          (*buffers, *scalars), self._blocked_body(inputs, attrs), elem=elem, shared=shared,
-                          local_size=(local,),
-                          defines=(("QD", Dk), ("VD", Dv), ("TX", side), ("TY", side), ("TM", rows), ("KC", keys),
-                                   ("BM", side * rows), ("BK", side * keys), ("VC", -(-Dv // side)),
-                                   ("VS", side * -(-Dv // side)), ("NT", local), ("LQ", -(-side * rows * Dk // local)),
-                                   ("LK", -(-side * keys * Dk // local)),
-                                   ("LV", -(-side * keys * side * -(-Dv // side) // local))))
-        gsize = groups_for(B * Hq * tq * local, local, info)
-        return Plan([Launch(spec, (*args, *values), gsize, (local,))])
+        defines = (("QD", Dk), ("VD", Dv), ("TX", side), ("TY", side), ("TM", rows), ("KC", keys),
+                   ("BM", side * rows), ("BK", side * keys), ("VC", cols), ("VS", side * cols), ("NT", local),
+                   ("LQ", -(-side * rows * Dk // local)), ("LK", -(-side * keys * Dk // local)),
+                   ("LV", -(-side * keys * side * cols // local)))
+        return self._tile_plan(inputs, attrs, info, f"blocked_q{Dk}_v{Dv}_s{side}_r{rows}_k{keys}", side * rows,
+                               local, self._blocked_body(inputs, attrs),
+                               list(zip(("qs", "ks", "vs", "ps", "red"), sizes)), defines)
 
     def _blocked_body(self, inputs, attrs) -> str:
         """The blocked kernel's body: item ``LID`` = ty·TX + tx takes query rows ty + TY·r (r < TM) of its tile,
