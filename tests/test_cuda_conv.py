@@ -154,53 +154,67 @@ def test_a_later_process_takes_the_stored_choices_without_timing(tmp_path):
 
 
 
-def _half_block(g, x, c, rng, name):
-    """conv-relu, conv-relu, conv + x (the summand), relu, in float16, with a plain conv + bias after it."""
+def _block(g, x, c, rng, name, dtype=np.float16, w3=None):
+    """conv-relu (1x1), conv-relu (3x3; its filters ``w3`` where given, else a constant), conv (1x1) + x (the
+    summand), relu."""
     def weights(m, cin, k):
-        return g.constant((rng.standard_normal((m, cin, k, k)) / np.sqrt(cin * k * k)).astype(np.float16))
-    bias = g.constant(rng.standard_normal(c).astype(np.float16))
+        return g.constant((rng.standard_normal((m, cin, k, k)) / np.sqrt(cin * k * k)).astype(dtype))
+    bias = g.constant(rng.standard_normal(c).astype(dtype))
     a = g.conv(x, weights(c, c, 1), bias, activation="relu", name=f"{name}a")
-    b = g.conv(a, weights(c, c, 3), bias, pads=[1, 1, 1, 1], activation="relu", name=f"{name}b")
+    b = g.conv(a, weights(c, c, 3) if w3 is None else w3, bias, pads=[1, 1, 1, 1], activation="relu",
+               name=f"{name}b")
     return g.conv(b, weights(c, c, 1), bias, x, activation="relu", name=f"{name}c")
 
 
+def _bound(plan):
+    """node name -> the vendor op its step runs (the plan's steps after layouts were agreed)."""
+    from devicelayer.kernels.runner import vendor_of
+
+    inner = plan._plans()[0] if hasattr(plan, "_plans") else plan
+    return {s.node.name: vendor_of(s.op_plan) for s in inner._prepared.steps if s.kind == "node"
+            and vendor_of(s.op_plan) is not None}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
 @pytest.mark.parametrize("mode", ["channels-last", "ends-channels-last-computed-nchw", "nchw"])
-def test_half_precision_layers_keep_channels_last_between_them_where_it_is_faster(rng, tmp_path, monkeypatch,
-                                                                                  mode):
-    """float16 convolutions that cuDNN runs faster channels-last keep their tensors so between them; the ends a
-    plan keeps NCHW (the caller's input, a graph output, a tanh reader) are converted; a layer whose ends are
-    channels-last may still compute NCHW (its ends converted); results match float64."""
+def test_layers_keep_channels_last_between_them_where_it_is_faster(rng, tmp_path, monkeypatch, mode, dtype):
+    """Convolutions that run faster channels-last keep their tensors so between them (1x1 layers as one cuBLASLt
+    product over rows, the 3x3 ones through cuDNN with filters the plan relaid once); the ends a plan keeps NCHW
+    (the caller's input, a graph output, a tanh reader) are converted; a layer whose ends are channels-last may
+    still compute NCHW (its ends converted); results match float64."""
     monkeypatch.setenv("DEVICELAYER_CACHE", str(tmp_path))
     cuda_conv, cuda_dnn = _conv_module()
     if cuda_dnn.library() is None:
         pytest.skip("cuDNN is not installed")
     faster = mode != "nchw"
     monkeypatch.setattr(cuda_conv, "routes_best", lambda dev, key: float("inf") if faster else 0.0)
+    pointwise = importlib.import_module(f"{type(CUDA[0]).__module__.rpartition('.')[0]}.pointwise_conv")
+    tune = pointwise.tune
+    monkeypatch.setattr(pointwise, "tune", lambda *a: (lambda found: found and (found[0], 0.0))(tune(*a)))
+    # (the 1x1 layers take the product over rows: its time counts as nothing)
     if mode == "ends-channels-last-computed-nchw":
         monkeypatch.setattr(cuda_conv.DnnConv, "_computes_last", lambda self, ins, outs, attrs: False)
     dev = CUDA[0]
     dev._conv_routes.clear()  # routes decided by earlier tests would stand
     c = {"channels-last": 24, "nchw": 20, "ends-channels-last-computed-nchw": 16}[mode]  # geometries of their own
     g = dl.Graph()
-    x = g.input("x", (2, c, 11, 11), np.float16)
-    h = _half_block(g, x, c, rng, "b1")
-    h = _half_block(g, h, c, rng, "b2")
+    x = g.input("x", (2, c, 11, 11), dtype)
+    h = _block(g, x, c, rng, "b1", dtype)
+    h = _block(g, h, c, rng, "b2", dtype)
     side = g.tanh(h, name="side")  # the op kernels read it: NCHW
-    h = _half_block(g, h, c, rng, "b3")
+    h = _block(g, h, c, rng, "b3", dtype)
     g.output("y", h)
     g.output("side", side)
     plan = g.compile([dev])
-    feeds = {"x": rng.standard_normal((2, c, 11, 11)).astype(np.float16)}
+    feeds = {"x": rng.standard_normal((2, c, 11, 11)).astype(dtype)}
     plan(**{"x": np.full_like(feeds["x"], np.nan)})  # the arena holds NaN where a run leaves it unwritten
     got, want = plan(**feeds), graph_reference64(g, feeds)
+    tol = 2e-2 if dtype == "float16" else 1e-4
     for name in want:
         scale = float(np.abs(want[name]).max())
-        np.testing.assert_allclose(got[name].astype(np.float64), want[name], rtol=2e-2, atol=2e-2 * scale)
-    from devicelayer.kernels.runner import vendor_of
-
-    inner = plan._plans()[0] if hasattr(plan, "_plans") else plan
-    bindings = {s.node.name: vendor_of(s.op_plan)._binding for s in inner._prepared.steps if s.kind == "node"
-                and vendor_of(s.op_plan) is not None}
+        np.testing.assert_allclose(got[name].astype(np.float64), want[name], rtol=tol, atol=tol * scale)
+    ops = _bound(plan)
+    bindings = {name: op._binding for name, op in ops.items()}
     if not faster:
         assert all(b == (frozenset(), False) for b in bindings.values())
         return
@@ -208,6 +222,73 @@ def test_half_precision_layers_keep_channels_last_between_them_where_it_is_faste
     assert bindings["b1c"][1] and bindings["b2c"][0] == {0, 3}
     assert not bindings["b2c"][1]  # tanh reads it
     assert bindings["b3a"][0] == frozenset() and bindings["b3c"] == ({0}, False)  # its summand: NCHW; y: an output
+    from devicelayer.kernels.op import TensorType
+
+    t = np.dtype(dtype)
+    x_t, y_t = TensorType((2, c, 11, 11), t), TensorType((2, c, 11, 11), t)
+    one = [x_t, TensorType((c, c, 1, 1), t), TensorType((c,), t)]
+    attrs = {"pads": [0] * 4, "strides": [1, 1], "dilations": [1, 1], "group": 1, "activation": "relu"}
+    assert ops["b2a"].route(one, [y_t], attrs, tune=False, last=True)[0] == "gemm"  # 1x1: one product over rows
+    assert ops["b2b"]._filters_last is not None and ops["b2b"]._filters_last.shape == (c, 3, 3, c)
+
+
+def test_filters_that_are_not_constant_are_relaid_at_each_run(rng, tmp_path, monkeypatch):
+    """A channels-last 3x3 layer whose filters are a graph input (not a constant) relays them on each run."""
+    monkeypatch.setenv("DEVICELAYER_CACHE", str(tmp_path))
+    cuda_conv, cuda_dnn = _conv_module()
+    if cuda_dnn.library() is None:
+        pytest.skip("cuDNN is not installed")
+    monkeypatch.setattr(cuda_conv, "routes_best", lambda dev, key: float("inf"))
+    dev = CUDA[0]
+    dev._conv_routes.clear()
+    c = 12
+    g = dl.Graph()
+    x = g.input("x", (2, c, 9, 9), np.float16)
+    w = g.input("w", (c, c, 3, 3), np.float16)
+    g.output("y", _block(g, _block(g, x, c, rng, "p", w3=w), c, rng, "q", w3=w))
+    plan = g.compile([dev])
+    assert _bound(plan)["qb"]._last and _bound(plan)["qb"]._filters_last is None
+    for _ in range(2):  # fresh filters each run
+        feeds = {"x": rng.standard_normal((2, c, 9, 9)).astype(np.float16),
+                 "w": (rng.standard_normal((c, c, 3, 3)) / 6).astype(np.float16)}
+        got, want = plan(**feeds)["y"], graph_reference64(g, feeds)["y"]
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-2, atol=2e-2 * float(np.abs(want).max()))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("summand", [False, True])
+def test_a_1x1_layer_over_rows_without_cublaslt_takes_cublas_and_the_epilogue(rng, dtype, summand):
+    """The 1x1 product's fallback (cuBLAS's default product, then the epilogue pass over channels-last rows), as a
+    call cuBLASLt refuses takes it, against float64."""
+    cuda_conv, _ = _conv_module()
+    pointwise = importlib.import_module(f"{type(CUDA[0]).__module__.rpartition('.')[0]}.pointwise_conv")
+    import cupy
+
+    from devicelayer.kernels.op import TensorType
+
+    dev = CUDA[0]
+    x = rng.standard_normal((2, 16, 5, 7)).astype(dtype)
+    w = (rng.standard_normal((24, 16, 1, 1)) / 4).astype(dtype)
+    b = rng.standard_normal(24).astype(dtype)
+    z = rng.standard_normal((2, 24, 5, 7)).astype(dtype)
+    attrs = {"pads": [0] * 4, "strides": [1, 1], "dilations": [1, 1], "group": 1, "activation": "relu"}
+    arrays = [x, w, b, z] if summand else [x, w, b]
+    want = run_and_reference(dev, "conv", arrays, attrs)[1][0]
+    ins = [TensorType(a.shape, a.dtype) for a in arrays]
+    outs = [TensorType((2, 24, 5, 7), np.dtype(dtype))]
+    assert pointwise.takes(ins, outs, attrs)
+    last = [np.ascontiguousarray(np.moveaxis(a, 1, -1)) if a.ndim == 4 and a is not w else a for a in arrays]
+    with dev.cu_device:
+        dev_arrays = [cupy.asarray(a) for a in last]
+        y = cupy.full((2, 5, 7, 24), np.nan, dtype)
+        stream = cupy.cuda.Stream(non_blocking=True)
+        ptrs = [a.data.ptr for a in dev_arrays]
+        pointwise.run(dev, stream, ins, outs, attrs, (None, 0), ptrs[0], ptrs[1], ptrs[2], y.data.ptr,
+                      ptrs[3] if summand else 0)
+        stream.synchronize()
+        got = np.moveaxis(cupy.asnumpy(y).astype(np.float64), -1, 1)
+    tol = TOL[dtype]
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * float(np.abs(want).max()))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])

@@ -617,7 +617,8 @@ class CudaDevice(Device):
 
     def vendor_op(self, name: str) -> Any:
         """cuBLAS for matmul and gemm; cuDNN for convolutions where it is installed, else im2col + cuBLAS for
-        ungrouped ones; the op kernels for everything else.  Asked for a product or a convolution, the device starts
+        ungrouped ones; cuDNN for the max and average pools it computes as ONNX does; the op kernels for everything
+        else.  Asked for a product or a convolution, the device starts
         cuBLAS on a thread (``_warm_blas``)."""
         if cuda_blas.library() is None:
             return None
@@ -633,6 +634,11 @@ class CudaDevice(Device):
             if cuda_dnn.library() is not None:
                 return cuda_conv.DnnConv(self, name, "cuDNN or im2col + cuBLAS, the faster")
             return cuda_conv.Im2colConv(self, name, "im2col + cuBLAS")
+        if name in ("max_pool", "average_pool", "global_average_pool", "global_max_pool") \
+                and cuda_dnn.library() is not None:
+            from . import pool as cuda_pool  # (it builds on this module's vendor-op base)
+
+            return cuda_pool.DnnPool(self, name, "cuDNN")
         return None
 
     def _release_program(self, program: Program) -> None:
@@ -940,7 +946,10 @@ def _info(index: int, count: int) -> DeviceInfo:
         "cudnn": _cudnn_version(),
         "vendor_ops": {"matmul": _PRODUCTS, "gemm": _PRODUCTS,
                        "conv": "cuDNN or im2col + cuBLAS, the faster per layer" if cuda_dnn.library() is not None
-                       else "im2col + cuBLAS (ungrouped)"},
+                       else "im2col + cuBLAS (ungrouped)",
+                       **({name: "cuDNN (the calls it computes as ONNX does)" for name in (
+                           "max_pool", "average_pool", "global_average_pool", "global_max_pool")}
+                          if cuda_dnn.library() is not None else {})},
     }
     driver = _version(runtime.driverGetVersion())
     total = int(p.get("totalGlobalMem", 0))

@@ -20,7 +20,7 @@ from typing import Any
 import cupy
 import numpy as np
 
-from . import blas as cuda_blas, dnn as cuda_dnn
+from . import blas as cuda_blas, dnn as cuda_dnn, pointwise_conv
 from .backend import _address, _cupy_at as _at, _Vendor
 from .timing import gpu_ms as _time, scratch as scratch_arrays
 
@@ -158,17 +158,21 @@ class DnnConv(Im2colConv):
     """Convolution through cuDNN or im2col + cuBLAS, whichever ran the layer faster when it was tuned; layers
     cuDNN's legacy API cannot describe (asymmetric pads, tensors of 2**31 elements or more) use im2col.
 
-    Half-precision 2-D layers that cuDNN runs faster on channels-last activations offer that layout to their
-    neighbours in a plan (``private_layout``): where a plan keeps a tensor channels-last between two such
-    layers, neither converts it; an end the plan keeps NCHW is converted in one pass."""
+    2-D float16 and float32 layers are also tuned on channels-last activations: through cuDNN with channels-last
+    filters, and, for a 1x1 layer of stride 1 without padding or groups, as one cuBLASLt product over the
+    activations' rows (N * H * W, C) with bias, summand and ReLU in its epilogue. A layer that runs faster so
+    offers that layout to its neighbours in a plan (``private_layout``): where a plan keeps a tensor channels-last
+    between two such layers, neither converts it; an end the plan keeps NCHW is converted in one pass."""
 
-    #: the device-private layout (activations (N, H, W, C); filters stay as the graph has them)
+    #: the device-private layout (activations (N, H, W, C); the layer's filters (M, kH, kW, C / group))
     private_layout = "cuda-channels-last"
 
     def __init__(self, dev: Any, name: str, library: str,
-                 binding: tuple[frozenset[int], bool] = (frozenset(), False)) -> None:
+                 binding: tuple[frozenset[int], bool] = (frozenset(), False), weights: Any = None) -> None:
         super().__init__(dev, name, library)
         self._library, self._binding = library, binding
+        self._weights = weights  # the filters where a plan holds them constant (host array), else None
+        self._filters_last: Any = None  # those filters channels-last on the device, made when a plan binds them
 
     # -- layouts a plan negotiates ------------------------------------------------------------
     def layout_input(self, index: int) -> bool:
@@ -177,16 +181,41 @@ class DnnConv(Im2colConv):
 
     def offers_layout(self, ins: Any, outs: Any, attrs: dict) -> bool:
         """Whether this call runs faster channels-last (tuned once per geometry)."""
-        return self.route(ins, outs, attrs, last=True)[0] == "dnn"
+        return self.route(ins, outs, attrs, last=True)[0] in LAST_ROUTES
+
+    def specialize(self, ins: Any, outs: Any, attrs: dict, constants: Any) -> "DnnConv":
+        """This op knowing its constant filters (a plan relays them channels-last once, where it binds that)."""
+        w = constants.get(1)
+        return self if w is None else DnnConv(self.dev, self.name, self._library, self._binding, np.asarray(w))
 
     def with_layout(self, in_last: frozenset[int], out_last: bool) -> "DnnConv":
         """This op reading inputs ``in_last`` and writing its output channels-last (``out_last``)."""
-        return DnnConv(self.dev, self.name, self._library, (frozenset(in_last), bool(out_last)))
+        op = DnnConv(self.dev, self.name, self._library, (frozenset(in_last), bool(out_last)), self._weights)
+        w = self._weights
+        if op._last and w is not None and w.ndim == 4 and w.shape[2:] != (1, 1):
+            dev = self.dev
+            with dev._enter(f"prepare {self.label}"), cupy.cuda.using_allocator(dev.pool.cupy_pool.malloc):
+                op._filters_last = cupy.asarray(np.ascontiguousarray(np.moveaxis(w, 1, -1)))
+        return op
 
     @property
     def _last(self) -> bool:
         """Whether this op runs its layers channels-last (some end of it is)."""
         return bool(self._binding[0] or self._binding[1])
+
+    def _filters(self, stream: Any, t: Any, w: int, keep: list) -> int:
+        """The address of the filters channels-last (``t`` their type, ``w`` their NCHW address): as they are for
+        1x1 layers, the plan's prepared copy, or else relaid into scratch on ``stream``."""
+        if all(k == 1 for k in t.shape[2:]):
+            return w
+        if self._filters_last is not None and tuple(self._filters_last.shape) == (t.shape[0], *t.shape[2:],
+                                                                                    t.shape[1]):
+            return int(self._filters_last.data.ptr)
+        with stream:
+            out = cupy.empty(t.size, t.dtype)
+            keep.append(out)
+            relayout(self.dev.index, t, w, out.data.ptr, True)
+        return int(out.data.ptr)
 
     # -- routes -------------------------------------------------------------------------------
     def _layer(self, ins: Any, outs: Any, attrs: dict, last: bool = False) -> "cuda_dnn._Layer | None":
@@ -198,7 +227,7 @@ class DnnConv(Im2colConv):
         if (xt.dtype not in cuda_dnn.DTYPES or pads[:nd] != pads[nd:] or not 1 <= nd <= 3
                 or any(t.size == 0 or t.size > cuda_dnn.ELEMENT_LIMIT for t in (*ins, *outs))):
             return None
-        if last and (nd != 2 or xt.dtype != np.float16):
+        if last and (nd != 2 or xt.dtype not in LAST_DTYPES):
             return None
         lift = (1,) if nd == 1 else ()  # 1-D as 2-D with a height of one
         try:
@@ -206,7 +235,7 @@ class DnnConv(Im2colConv):
                 xt.dtype, xt.shape[:2] + lift + xt.shape[2:], wt.shape[:2] + lift + wt.shape[2:],
                 yt.shape[:2] + lift + yt.shape[2:], ((0,) + pads[:1]) if nd == 1 else pads[:nd],
                 lift + tuple(attrs["strides"]), lift + tuple(attrs["dilations"]), attrs["group"], len(ins) >= 3,
-                attrs.get("activation") == "relu", len(ins) == 4, (last, False, last), bool(attrs.get("allow_tf32")))
+                attrs.get("activation") == "relu", len(ins) == 4, (last, last, last), bool(attrs.get("allow_tf32")))
         except cuda_dnn.DnnError as exc:
             self.dev._dnn().refuse(str(exc))
             return None
@@ -241,25 +270,28 @@ class DnnConv(Im2colConv):
         return found[:2]
 
     def _route_last(self, key: tuple, ins: Any, outs: Any, attrs: dict, tune: bool) -> tuple[str, Any]:
-        """The channels-last route of a geometry: cuDNN's, where it ran faster than the NCHW route's best."""
+        """The channels-last route of a geometry: cuDNN's or the 1x1 product's (``pointwise_conv``), whichever ran
+        faster, where that beat the NCHW route's best."""
         layer = self._layer(ins, outs, attrs, last=True)
         nchw = self.route(ins, outs, attrs, tune)
         if layer is None or nchw[0] == "kernels":
             found: tuple[str, Any, dict] = ("nchw", None, {})
         else:
-            found = self._stored(key, layer, False) or (None, None, {})
+            found = self._stored(key, layer, False, ins, attrs) or (None, None, {})
             if found[0] is None:
                 if not tune:
                     return ("nchw", None)
                 found = self._tune(ins, outs, attrs, layer, False, last=True)
-                faster = found[0] == "dnn" and found[2].get("dnn", 1e30) < routes_best(self.dev, key[:-1])
+                faster = found[0] in LAST_ROUTES and found[2].get(found[0], 1e30) < routes_best(self.dev, key[:-1])
                 found = found if faster else ("nchw", None, found[2])
                 self._store(key, found)
         self.dev._conv_routes[key] = found
         return found[:2]
 
-    def _stored(self, key: tuple, layer: Any, col: bool) -> tuple[str, Any, dict] | None:
-        """The route an earlier process measured for this geometry (the disk cache), where it still applies."""
+    def _stored(self, key: tuple, layer: Any, col: bool, ins: Any = None,
+                attrs: dict | None = None) -> tuple[str, Any, dict] | None:
+        """The route an earlier process measured for this geometry (the disk cache), where it still applies
+        (``ins`` and ``attrs``: the call, for a stored 1x1 product)."""
         stored = self.dev._tuned(TUNED_KIND).get(repr(key))
         if not isinstance(stored, dict):
             return None
@@ -274,22 +306,37 @@ class DnnConv(Im2colConv):
         if how == "dnn" and self.dev._dnn().adopt(layer, stored.get("algo")):
             layer.fused = layer.fused and bool(stored.get("fused", True))
             return ("dnn", layer, times)
+        if how == "gemm" and ins is not None and attrs is not None:
+            lt = self.dev._lt()
+            described = pointwise_conv.product(self.dev, ins, attrs)
+            if described is None or lt is None or stored.get("version") != lt.version:
+                return None
+            choice, rank = described.find(stored.get("algo")), stored.get("rank")
+            if choice is None and isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < len(
+                    described.candidates):
+                choice = rank  # (every candidate computes the layer: a rank naming another costs speed only)
+            return ("gemm", (described, choice), times) if choice is not None else None
         return None
 
     def _store(self, key: tuple, found: tuple[str, Any, dict]) -> None:
         """Keep a measured route for later processes (the kernels route needs no measuring: not kept)."""
         how, layer, times = found
-        if how in ("dnn", "im2col", "nchw"):
-            extra = {"algo": layer.algo, "fused": layer.fused} if how == "dnn" else {}
+        if how in ("dnn", "im2col", "nchw", "gemm"):
+            extra: dict = {"algo": layer.algo, "fused": layer.fused} if how == "dnn" else {}
+            if how == "gemm":
+                described, choice = layer
+                extra = {"algo": described.signature(choice), "rank": choice, "version": described.lt.version}
             measured = {k: v for k, v in times.items() if k != "stored"}
             self.dev._tuned(TUNED_KIND).put(repr(key), {"how": how, "times_ms": measured, **extra})
 
     def _tune(self, ins: Any, outs: Any, attrs: dict, layer: Any, col: bool,
               last: bool = False) -> tuple[str, Any, dict]:
         """Time the layer through cuDNN (after cuDNN's algorithm search; with its fused epilogue and with the
-        epilogue apart, keeping the faster) and through im2col on scratch buffers."""
+        epilogue apart, keeping the faster), through im2col (``col``) and, channels-last (``last``), as the 1x1
+        product where it is one, on scratch buffers."""
         dev, dnn = self.dev, self.dev._dnn()
         times: dict[str, float] = {}
+        product_choice = None
         with dev._enter(f"tune {self.label}"), cupy.cuda.using_allocator(dev.pool.cupy_pool.malloc):
             stream = cupy.cuda.Stream(non_blocking=True)
             with stream:
@@ -304,16 +351,14 @@ class DnnConv(Im2colConv):
                     if scratch is not None:
                         dnn.find(layer, stream.ptr, x, w, y.data.ptr, scratch.data.ptr, scratch.nbytes)
                         del scratch
-                    run = lambda: self._dnn_forward(stream, ins, outs, attrs, layer, x, w, b, y.data.ptr, z,  # noqa
-                                                    last)
-                    times["dnn"] = _time(stream, run)
-                    if layer.fused:  # the same layer with the epilogue apart (one pass of its own)
-                        layer.fused = False
-                        times["dnn apart"] = _time(stream, run)
-                        layer.fused = times["dnn apart"] >= times["dnn"]
-                        times["dnn"] = min(times["dnn"], times.pop("dnn apart"))
+                    times["dnn"] = self._tune_dnn(stream, ins, outs, attrs, layer, x, w, b, y.data.ptr, z, last)
                 except cuda_dnn.DnnError as exc:
                     dnn.refuse(str(exc))
+                if last and pointwise_conv.takes(ins, outs, attrs):
+                    described = pointwise_conv.product(dev, ins, attrs)
+                    best = pointwise_conv.tune(stream, described, x, w, b, y.data.ptr, z) if described else None
+                    if best is not None:
+                        product_choice, times["gemm"] = (described, best[0]), best[1]
                 if last:  # what converting an end from or to NCHW costs (a plan's NCHW neighbours pay it)
                     for end, t, a in (("x", ins[0], arrays[0]), ("y", outs[0], y)):
                         tmp = cupy.empty_like(a)
@@ -326,8 +371,32 @@ class DnnConv(Im2colConv):
         routes = {k: v for k, v in times.items() if not k.startswith("relayout")}
         if not routes:
             return ("kernels", None, times)
-        best = min(routes, key=routes.__getitem__)
-        return (best, layer if best == "dnn" else None, times)
+        best_route = min(routes, key=routes.__getitem__)
+        return (best_route, {"dnn": layer, "gemm": product_choice}.get(best_route), times)
+
+    def _tune_dnn(self, stream: Any, ins: Any, outs: Any, attrs: dict, layer: Any, x: int, w: int, b: int, y: int,
+                  z: int, last: bool) -> float:
+        """GPU ms of the layer through cuDNN as it runs best: each of the ``DNN_TIMED`` algorithms its search
+        ranked fastest (its ranking times the convolution alone), with the fused epilogue and with it apart; the
+        layer keeps the fastest."""
+        fusable, best, error = layer.fused, None, None
+        for algo, memory in (layer.found or [layer.pick()])[:DNN_TIMED]:
+            layer.set_pick(algo, memory)
+            for fused in ((True, False) if fusable else (False,)):
+                layer.fused = fused
+                try:
+                    ms = _time(stream, lambda: self._dnn_forward(stream, ins, outs, attrs, layer, x, w, b, y, z,
+                                                                 last))
+                except cuda_dnn.DnnError as exc:  # (an algorithm the search ranked that this call refuses)
+                    error = exc
+                    continue
+                if best is None or ms < best[0]:
+                    best = (ms, algo, memory, layer.fused)  # (cuDNN may refuse the fusion: then it ran apart)
+        if best is None:
+            raise error or cuda_dnn.DnnError("no cuDNN algorithm ran the layer")
+        ms, algo, memory, layer.fused = best
+        layer.set_pick(algo, memory)
+        return ms
 
     def _dnn_forward(self, stream: Any, ins: Any, outs: Any, attrs: dict, layer: Any, x: int, w: int, b: int,
                      y: int, z: int, last: bool = False) -> None:
@@ -342,10 +411,14 @@ class DnnConv(Im2colConv):
         return plain_activation(attrs) and self.route(ins, outs, attrs)[0] != "kernels"
 
     def describe(self, ins: Any, outs: Any, attrs: dict) -> str:
-        """How this call runs: route, cuDNN algorithm and epilogue, the layouts of its ends, the tuned times."""
+        """How this call runs: route, cuDNN algorithm and epilogue or cuBLASLt candidate, the layouts of its ends,
+        the tuned times."""
         last = self._last
         how, layer = self.route(ins, outs, attrs, tune=False, last=last)
-        text = f"{how}" + (f" algo {layer.algo}{' fused' if layer.fused else ''}" if layer is not None else "")
+        if how == "gemm":
+            text = f"gemm channels-last, cuBLASLt candidate {layer[1]}"
+        else:
+            text = f"{how}" + (f" algo {layer.algo}{' fused' if layer.fused else ''}" if layer is not None else "")
         if last:
             in_last, out_last = self._binding
             text += (f", channels-last ends: inputs {sorted(in_last)}{', output' if out_last else ''}; computed "
@@ -359,9 +432,9 @@ class DnnConv(Im2colConv):
         x, w, b, y, z = _addresses(in_bufs, out_bufs)
         if self._last:
             how, layer = self.route(ins, outs, attrs, tune=False, last=True)
-            if how != "dnn":  # (a plan binds the layout only where the route was tuned channels-last)
-                raise cuda_dnn.DnnError(f"{self.label}: no channels-last cuDNN layer for this call")
-            self._enqueue_last(stream, ins, outs, attrs, layer, x, w, b, y, z)
+            if how not in LAST_ROUTES:  # (a plan binds the layout only where the route was tuned channels-last)
+                raise cuda_dnn.DnnError(f"{self.label}: no channels-last route for this call")
+            self._enqueue_last(stream, ins, outs, attrs, how, layer, x, w, b, y, z)
             return
         how, layer = self.route(ins, outs, attrs, tune=False)
         if how == "dnn":
@@ -378,8 +451,9 @@ class DnnConv(Im2colConv):
         """Whether a call bound to channels-last ends computes channels-last (converting its NCHW ends) or NCHW
         (converting its channels-last ends): whichever the tuned times make cheaper."""
         in_last, out_last = self._binding
+        how = self.route(ins, outs, attrs, tune=False, last=True)[0]
         last = _times(self.dev, _key(ins, outs, attrs, True))
-        t_last, t_nchw = last.get("dnn"), routes_best(self.dev, _key(ins, outs, attrs))
+        t_last, t_nchw = last.get(how), routes_best(self.dev, _key(ins, outs, attrs))
         rx, ry = last.get("relayout x"), last.get("relayout y")
         if not all(isinstance(v, float) for v in (t_last, rx, ry)) or t_nchw == float("inf"):
             return True
@@ -389,15 +463,15 @@ class DnnConv(Im2colConv):
         cost_nchw = t_nchw + sum(c for p, c in zip(private, sizes) if p)
         return cost_last <= cost_nchw
 
-    def _enqueue_last(self, stream: Any, ins: Any, outs: Any, attrs: dict, layer: Any, x: int, w: int, b: int,
-                      y: int, z: int) -> None:
-        """A call with channels-last ends: computed channels-last or NCHW (``_computes_last``), each end in the
-        other layout converted through scratch in one pass."""
+    def _enqueue_last(self, stream: Any, ins: Any, outs: Any, attrs: dict, how: str, layer: Any, x: int, w: int,
+                      b: int, y: int, z: int) -> None:
+        """A call with channels-last ends: computed channels-last (on route ``how``) or NCHW
+        (``_computes_last``), each end in the other layout converted through scratch in one pass."""
         in_last, out_last = self._binding
         compute_last = self._computes_last(ins, outs, attrs)
         index = self.dev.index
         with stream:
-            keep = []
+            keep: list = []
 
             def convert(address: int, t: Any, to_last: bool) -> int:
                 out = cupy.empty(t.size, t.dtype)
@@ -414,11 +488,14 @@ class DnnConv(Im2colConv):
                 tmp = cupy.empty(outs[0].size, outs[0].dtype)
                 keep.append(tmp)
                 target = tmp.data.ptr
-            if compute_last:
-                self._dnn_forward(stream, ins, outs, attrs, layer, x, w, b, target, z, last=True)
+            if compute_last and how == "gemm":
+                pointwise_conv.run(self.dev, stream, ins, outs, attrs, layer, x, w, b, target, z)
+            elif compute_last:
+                w_last = self._filters(stream, ins[1], w, keep)
+                self._dnn_forward(stream, ins, outs, attrs, layer, x, w_last, b, target, z, last=True)
             else:
-                how, nchw = self.route(ins, outs, attrs, tune=False)
-                if how == "dnn":
+                route, nchw = self.route(ins, outs, attrs, tune=False)
+                if route == "dnn":
                     self._dnn_forward(stream, ins, outs, attrs, nchw, x, w, b, target, z)
                 else:
                     im2col_conv(self.dev, stream, ins, outs, attrs, x, w, b, target, z)
@@ -436,7 +513,13 @@ def _key(ins: Any, outs: Any, attrs: dict, last: bool = False) -> tuple:
 
 
 #: the disk cache's kind for convolution routes (a new name where what is stored changes meaning)
-TUNED_KIND = "conv-2"
+TUNED_KIND = "conv-3"
+#: how many of cuDNN's fastest-ranked algorithms a layer's tuning times with its epilogue
+DNN_TIMED = 3
+#: the channels-last routes (cuDNN with channels-last filters; a 1x1 layer as one product over rows)
+LAST_ROUTES = ("dnn", "gemm")
+#: element types tuned channels-last
+LAST_DTYPES = frozenset({np.dtype(np.float16), np.dtype(np.float32)})
 
 
 def _times(dev: Any, key: tuple) -> dict:

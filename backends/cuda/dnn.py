@@ -97,9 +97,14 @@ def _declare(lib: ctypes.CDLL) -> None:
         "cudnnConvolutionForward": [p, p, p, p, p, p, p, i, p, ctypes.c_size_t, p, p, p],
         "cudnnConvolutionBiasActivationForward": [p, p, p, p, p, p, p, i, p, ctypes.c_size_t, p, p, p, p, p, p,
                                                   p, p],
+        "cudnnCreatePoolingDescriptor": [ctypes.POINTER(p)], "cudnnDestroyPoolingDescriptor": [p],
+        "cudnnSetPoolingNdDescriptor": [p, i, i, i, ip, ip, ip],
+        "cudnnPoolingForward": [p, p, p, p, p, p, p, p],
     }
     for name, args in sigs.items():
-        fn = getattr(lib, name)
+        fn = getattr(lib, name, None)
+        if fn is None:  # (pooling lives in cuDNN's ops library: a build without it has no pooling layers)
+            continue
         fn.argtypes = args
         fn.restype = ctypes.c_char_p if name == "cudnnGetErrorString" else (
             ctypes.c_size_t if name == "cudnnGetVersion" else ctypes.c_int)
@@ -160,6 +165,7 @@ class _Layer:
         # pseudo-half configuration); otherwise the caller applies bias, Z and ReLU after the convolution
         self.fused = bool(relu and bias and dtype in (np.float32, np.float16))
         self._pick: tuple[int, int] | None = None  # (algorithm, scratch bytes): chosen on first use
+        self.found: list[tuple[int, int]] = []  # (algorithm, scratch bytes) cuDNN's search ran, fastest first
         self.scalars = np.array([1, 0], np.float64 if dtype == np.float64 else np.float32)  # alpha/beta: one, zero
 
     @property
@@ -221,6 +227,27 @@ class _Layer:
         self.descs.clear()
 
 
+#: cudnnPoolingMode_t of the pools cuDNN runs: max, and averages counting the padding or not
+POOL_MODES = {"max": 0, "avg_include_pad": 1, "avg_exclude_pad": 2}
+
+
+class _PoolLayer(_Layer):
+    """Descriptors of one pooling geometry (2-D or 3-D windows, symmetric pads, no dilation)."""
+
+    def __init__(self, dnn: "Dnn", key: tuple) -> None:  # noqa: D107 - (no convolution parts)
+        dtype, x, y, window, pads, strides, mode, (x_last, y_last) = key
+        self.dnn, self.lib = dnn, dnn.lib
+        self.descs = []
+        t = _DATA[dtype]
+        self.x = self._tensor(t, x, x_last)
+        self.y = self._tensor(t, y, y_last)
+        self.pool = self._made("Pooling")
+        dnn.check(self.lib.cudnnSetPoolingNdDescriptor(self.pool, POOL_MODES[mode], _PROPAGATE_NAN, len(window),
+                                                       _ints(window), _ints(pads), _ints(strides)),
+                  "cudnnSetPoolingNdDescriptor")
+        self.scalars = np.array([1, 0], np.float64 if dtype == np.float64 else np.float32)
+
+
 class Dnn:
     """One cuDNN handle of one device and the layers it has seen, used under a lock (handles are not thread-safe)."""
 
@@ -255,8 +282,8 @@ class Dnn:
             return layer
 
     def find(self, layer: _Layer, stream: int, x: int, w: int, y: int, workspace: int, size: int) -> float:
-        """Time every algorithm on real buffers (cuDNN's own search) and keep the fastest that fits the scratch
-        limit; returns its time in ms."""
+        """Time every algorithm on real buffers (cuDNN's own search) and pick the fastest that fits the scratch
+        limit (``layer.found``: every one that fits, fastest first); returns its time in ms."""
         perf = (_AlgoPerf * _ALGOS)()
         count = ctypes.c_int()
         with self.lock:
@@ -264,11 +291,12 @@ class Dnn:
             self.check(self.lib.cudnnFindConvolutionForwardAlgorithmEx(
                 self.handle, layer.x, x, layer.w, w, layer.conv, layer.y, y, _ALGOS, ctypes.byref(count), perf,
                 workspace, size), "cudnnFindConvolutionForwardAlgorithmEx")
-        for k in range(count.value):  # fastest first
-            if perf[k].status == 0 and perf[k].memory <= min(size, WORKSPACE_LIMIT):
-                layer.set_pick(perf[k].algo, perf[k].memory)
-                return float(perf[k].time)
-        return float("inf")
+        layer.found = [(perf[k].algo, perf[k].memory) for k in range(count.value)  # fastest first
+                       if perf[k].status == 0 and perf[k].memory <= min(size, WORKSPACE_LIMIT)]
+        if not layer.found:
+            return float("inf")
+        layer.set_pick(*layer.found[0])
+        return float(next(p.time for p in perf[:count.value] if p.algo == layer.found[0][0]))
 
     def adopt(self, layer: _Layer, algo: Any) -> bool:
         """Run ``layer`` with ``algo`` (a choice stored by an earlier search) where cuDNN still offers it within
@@ -306,6 +334,29 @@ class Dnn:
             self.check(lib.cudnnConvolutionForward(self.handle, one, layer.x, x, layer.w, w, layer.conv, layer.algo,
                                                    workspace, ws, zero, layer.y, y), "cudnnConvolutionForward")
         return False
+
+    def pool_layer(self, dtype: np.dtype, x: Sequence[int], y: Sequence[int], window: Sequence[int],
+                   pads: Sequence[int], strides: Sequence[int], mode: str,
+                   lasts: tuple[bool, bool] = (False, False)) -> _PoolLayer:
+        """The descriptors of one pooling geometry (made once): shapes NCHW-style, ``mode`` one of ``POOL_MODES``,
+        ``lasts``: whether x and y are stored channels-last."""
+        if not hasattr(self.lib, "cudnnPoolingForward"):
+            raise DnnError("this cuDNN has no pooling (its ops library is missing)")
+        key = ("pool", np.dtype(dtype), tuple(x), tuple(y), tuple(window), tuple(pads), tuple(strides), mode,
+               tuple(bool(v) for v in lasts))
+        with self.lock:
+            layer = self.layers.get(key)
+            if layer is None:
+                layer = self.layers[key] = _PoolLayer(self, key[1:])
+            return layer
+
+    def pool_forward(self, layer: _PoolLayer, stream: int, x: int, y: int) -> None:
+        """y = pool(x) on ``stream`` (device addresses)."""
+        one, zero = layer.scalars.ctypes.data, layer.scalars.ctypes.data + layer.scalars.itemsize
+        with self.lock:
+            self.check(self.lib.cudnnSetStream(self.handle, ctypes.c_void_p(stream)), "cudnnSetStream")
+            self.check(self.lib.cudnnPoolingForward(self.handle, layer.pool, one, layer.x, x, zero, layer.y, y),
+                       "cudnnPoolingForward")
 
     def refuse(self, why: str) -> None:
         """Note why cuDNN did not run a layer as asked."""
