@@ -1,6 +1,7 @@
-"""The plan's channels-last layout through the host's oneDNN transposes and elementwise chains: every pair of
-layouts against NumPy, and a ConvNeXt block kept channels-last from its depthwise convolution to the next
-block's (backends/host/transpose.py, backends/host/fused.py)."""
+"""The plan's channels-last layout through the host's oneDNN transposes, elementwise chains and slices: every pair
+of layouts against NumPy, a ConvNeXt block kept channels-last from its depthwise convolution to the next block's,
+and a ShuffleNet block from its shuffle through its slices (backends/host/transpose.py, backends/host/fused.py,
+backends/host/slice_layout.py)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def _run_vendor(op, arrays, attrs, out_shape, in_last, out_last):
     vendor = host.vendor_op(op)
     assert vendor.accepts(types, outs, checked)
     bound = vendor.with_layout(frozenset(in_last), out_last)
-    held = [i in in_last and (op == "transpose" or a.shape == tuple(out_shape)) for i, a in enumerate(arrays)]
+    held = [i in in_last and (op in ("transpose", "slice") or a.shape == tuple(out_shape)) for i, a in enumerate(arrays)]
     ins = [dl.tensor(_memory(a, last), host) for a, last in zip(arrays, held)]
     out = dl.tensor(np.full(int(np.prod(out_shape)), np.nan, np.float32), host)
     for t in (*ins, out):
@@ -140,5 +141,69 @@ def test_a_convnext_block_stays_channels_last_from_convolution_to_convolution(rn
         [chain] = [name for name in steps if name.startswith("elementwise")]
         assert vendors[chain]._out_last and len(vendors[chain]._in_last) == 2
         assert vendors["next"]._binding.in_last == {0} and vendors["stem"]._binding.out_last
+    finally:
+        plan.release()
+
+
+SLICES = [({"starts": [0], "ends": [6], "axes": [1]}, (2, 12, 7, 5)),
+          ({"starts": [6], "ends": [12], "axes": [1]}, (2, 12, 7, 5)),
+          ({"starts": [-2, 1], "ends": [-100, 6], "axes": [1, 3], "steps": [-3, 2]}, (2, 12, 7, 5)),
+          ({"starts": [1, 0], "ends": [3, 9], "axes": [2, 0], "steps": [1, 1]}, (2, 12, 7, 5)),
+          ({"starts": [2], "ends": [5], "axes": [-1]}, (3, 8, 9)),
+          ({"starts": [0, 4], "ends": [1, 40], "axes": [0, 1]}, (2, 16, 3, 4, 5))]
+
+
+@pytest.mark.parametrize("attrs,shape", SLICES, ids=[str(i) for i in range(len(SLICES))])
+@pytest.mark.parametrize("x_last", [False, True])
+@pytest.mark.parametrize("y_last", [False, True])
+def test_slices_read_and_write_either_layout(attrs, shape, x_last, y_last, rng):
+    x = rng.standard_normal(shape).astype(np.float32)
+    checked, _ = get("slice").prepare([TensorType(x.shape, x.dtype)], dict(attrs))
+    want = get("slice").reference([x], checked)[0]
+    got = _run_vendor("slice", [x], attrs, want.shape, {0} if x_last else set(), y_last)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_the_host_leaves_other_slices_to_numpy():
+    """Slices of other dtypes or ranks are not the layout's: the op's NumPy step runs them."""
+    host = dl.device("host")
+    vendor = host.vendor_op("slice")
+    attrs = get("slice").check([TensorType((4, 6), F32)], {"starts": [1], "ends": [3]})
+    assert not vendor.accepts([TensorType((4, 6), F32)], [TensorType((2, 6), F32)], attrs)
+    i64 = np.dtype(np.int64)
+    assert not vendor.accepts([TensorType((2, 4, 6), i64)], [TensorType((1, 4, 6), i64)], attrs)
+
+
+def test_a_shufflenet_block_stays_channels_last_through_its_slices(rng):
+    """conv -> channel shuffle -> two slices of the channels -> conv (one half) -> concat with the other half: the
+    result the float64 reference's, with the slices reading and writing channels-last between oneDNN's ops."""
+    c, h = 32, 20
+    g = dl.Graph()
+    x = g.input("x", (1, c, h, h))
+
+    def conv(v, cin, cout, name, k=1):
+        w = g.constant((rng.standard_normal((cout, cin, k, k)) / np.sqrt(cin * k * k)).astype(np.float32))
+        b = g.constant(rng.standard_normal(cout).astype(np.float32))
+        return g.conv(v, w, b, pads=[k // 2] * 4, activation="relu", name=name)
+
+    stem = conv(x, c, c, "stem")
+    shuffled = g.channel_shuffle(stem, group=2, name="shuffle")
+    half = g.slice(shuffled, starts=[0], ends=[c // 2], axes=[1], name="first")
+    rest = g.slice(shuffled, starts=[c // 2], ends=[c], axes=[1], name="second")
+    branch = conv(conv(rest, c // 2, c // 2, "b1"), c // 2, c // 2, "b2", 3)
+    joined = g.concat(half, branch, axis=1, name="join")
+    g.output("y", conv(joined, c, c, "head"))
+    plan = g.compile(["host"])
+    try:
+        feeds = {"x": rng.standard_normal((1, c, h, h)).astype(np.float32)}
+        plan(x=np.full_like(feeds["x"], np.nan))
+        np.testing.assert_allclose(plan(**feeds)["y"], graph_reference64(g, feeds)["y"], rtol=1e-4, atol=1e-4)
+        from devicelayer.kernels.runner import vendor_of
+
+        vendors = {s.node.name: vendor_of(s.op_plan) for s in plan._prepared.steps if s.kind == "node"}
+        for name in ("first", "second"):
+            assert vendors[name]._binding.in_last == {0} and vendors[name]._binding.out_last
+        assert vendors["shuffle"]._binding.out_last and vendors["join"]._binding.in_last == {0, 1}
+        assert vendors["b1"]._binding.in_last == {0}
     finally:
         plan.release()

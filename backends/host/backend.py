@@ -281,6 +281,7 @@ class HostDevice(Device):
 
     def vendor_op(self, name: str) -> Any:
         """oneDNN for float32 convolutions, pools, batch and layer normalization, channel shuffles, large transposes,
+        slices (NumPy copies in the plan's channels-last layout),
         additions, subtractions, products and quotients, chains of elementwise steps, concatenation, activations and other elementwise functions
         (``eltwise``), softmax, matrix products, attention, LSTM and GRU layers where it is installed; NumPy for the
         rest."""
@@ -307,6 +308,10 @@ class HostDevice(Device):
             from .fused import OnednnFused
 
             return OnednnFused(self, name, f"oneDNN {host_dnnl.version()}")
+        if name == "slice":
+            from .slice_layout import LayoutSlice
+
+            return LayoutSlice(self, name, "NumPy")
         if name == "transpose":
             from .transpose import OnednnTranspose
 
