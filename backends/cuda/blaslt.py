@@ -190,6 +190,22 @@ class Product:
                 return i
         return None
 
+    def record(self, choice: int) -> dict[str, Any]:
+        """What the disk cache keeps of candidate ``choice``: its description, its rank, this cuBLASLt version."""
+        return {"algo": self.signature(choice), "rank": choice, "version": self.lt.version}
+
+    def recall(self, stored: Any) -> int | None:
+        """The candidate a ``record`` names, where it was made with this cuBLASLt version: found by its description,
+        else by its rank in the heuristic (every candidate computes the product: a rank that names another one
+        costs speed, not correctness); None where it names none."""
+        if not isinstance(stored, dict) or stored.get("version") != self.lt.version:
+            return None
+        choice, rank = self.find(stored.get("algo")), stored.get("rank")
+        if choice is None and isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < len(
+                self.candidates):
+            choice = rank
+        return choice
+
     def __del__(self) -> None:
         for destroy, obj in reversed(getattr(self, "_made", [])):
             try:

@@ -307,14 +307,8 @@ class DnnConv(Im2colConv):
             layer.fused = layer.fused and bool(stored.get("fused", True))
             return ("dnn", layer, times)
         if how == "gemm" and ins is not None and attrs is not None:
-            lt = self.dev._lt()
             described = pointwise_conv.product(self.dev, ins, attrs)
-            if described is None or lt is None or stored.get("version") != lt.version:
-                return None
-            choice, rank = described.find(stored.get("algo")), stored.get("rank")
-            if choice is None and isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < len(
-                    described.candidates):
-                choice = rank  # (every candidate computes the layer: a rank naming another costs speed only)
+            choice = described.recall(stored) if described is not None else None
             return ("gemm", (described, choice), times) if choice is not None else None
         return None
 
@@ -325,7 +319,7 @@ class DnnConv(Im2colConv):
             extra: dict = {"algo": layer.algo, "fused": layer.fused} if how == "dnn" else {}
             if how == "gemm":
                 described, choice = layer
-                extra = {"algo": described.signature(choice), "rank": choice, "version": described.lt.version}
+                extra = described.record(choice)
             measured = {k: v for k, v in times.items() if k != "stored"}
             self.dev._tuned(TUNED_KIND).put(repr(key), {"how": how, "times_ms": measured, **extra})
 

@@ -200,19 +200,13 @@ class VendorGemm(_Vendor):
         return found
 
     def _stored(self, key: str, product: Any, lt: Any) -> tuple[Any, int] | None:
-        """The choice an earlier process measured with this cuBLASLt version: its candidate, found by its
-        description, else by its rank in the heuristic (every candidate computes the product: a rank that names
-        another one costs speed, not correctness)."""
+        """The choice an earlier process measured with this cuBLASLt version (``Product.recall``)."""
         stored = self.dev._tuned(TUNED_KIND).get(key)
         if not isinstance(stored, dict) or stored.get("version") != lt.version:
             return None
         if stored.get("how") == "cublas":
             return (None, 0)
-        choice = product.find(stored.get("algo"))
-        rank = stored.get("rank")
-        if choice is None and isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < len(
-                product.candidates):
-            choice = rank
+        choice = product.recall(stored)
         return (product, choice) if choice is not None else None
 
     def _tune(self, key: str, ins: Any, outs: Any, attrs: dict, product: Any, lt: Any,
@@ -244,8 +238,7 @@ class VendorGemm(_Vendor):
             dev._tuned(TUNED_KIND).put(key, {"how": "cublas", "version": lt.version, "times_ms": measured})
             return (None, 0)
         choice = int(best.split()[1])
-        dev._tuned(TUNED_KIND).put(key, {"how": "lt", "algo": product.signature(choice), "rank": choice,
-                                         "version": lt.version, "times_ms": measured})
+        dev._tuned(TUNED_KIND).put(key, {"how": "lt", **product.record(choice), "times_ms": measured})
         return (product, choice)
 
     def _alpha(self, attrs: dict) -> float:

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from . import dnn as cuda_dnn
+from .conv import LAST_DTYPES
 from .backend import _address, _Vendor
 
 #: the pools served (op names) and their kind
@@ -77,8 +76,8 @@ class DnnPool(_Vendor):
         return index == 0
 
     def offers_layout(self, ins: Any, outs: Any, attrs: dict) -> bool:
-        """2-D pools of float16 and float32 (the types the convolutions keep channels-last)."""
-        return len(ins[0].shape) == 4 and ins[0].dtype in (np.float16, np.float32)
+        """2-D pools of the types the convolutions keep channels-last (``conv.LAST_DTYPES``)."""
+        return len(ins[0].shape) == 4 and ins[0].dtype in LAST_DTYPES
 
     def with_layout(self, in_last: frozenset[int], out_last: bool) -> "DnnPool":
         """This op reading its input and writing its output channels-last as a plan agreed."""

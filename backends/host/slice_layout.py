@@ -26,17 +26,6 @@ def takes(ins: Any) -> bool:
     return len(ins) == 1 and 3 <= len(ins[0].shape) <= 5 and ins[0].dtype in host_dnnl.DTYPES
 
 
-def window(shape: tuple[int, ...], attrs: dict) -> tuple[slice, ...]:
-    """The slice's index into an array of ``shape`` (checked attributes)."""
-    from devicelayer.kernels.op import get
-
-    index = []
-    for start, step, n in get("slice")._params(shape, attrs):
-        stop = start + step * n
-        index.append(slice(start, stop if stop >= 0 else None, step) if n else slice(0, 0))
-    return tuple(index)
-
-
 class LayoutSlice(HostVendor):
     """``slice`` of a float32 tensor in NCHW or the plan's channels-last layout at either end (see the module)."""
 
@@ -68,7 +57,9 @@ class LayoutSlice(HostVendor):
         pool = self.dev.pool
         x = logical(pool._bytes(in_bufs[0]), ins[0], 0 in self._binding.in_last)
         y = logical(pool._bytes(out_bufs[0]), outs[0], self._binding.out_last)
-        part = x[window(ins[0].shape, attrs)]
+        from devicelayer.kernels.op import get
+
+        part = x[get(self.name).index(ins[0].shape, attrs)]
         if np.may_share_memory(part, y):  # (an eager out= over the input)
             return reference_call(self.name, [x], y, attrs)
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -117,6 +117,20 @@ def _mask_layout(mask: TensorType, B: int, H: int, Sq: int) -> tuple[int, int, i
     sq, sh, sb = strides
     return sb, sh, sq
 
+
+
+def _accumulator_bytes(dtype: np.dtype) -> int:
+    """Bytes of one element of the kernels' shared arrays: float64 for float64 inputs, float32 otherwise."""
+    return 8 if dtype == np.float64 else 4
+
+
+def _fitting_keys(keys: int, floor: int, dtype: np.dtype, info: DeviceInfo,
+                  shared: Callable[[int], Sequence[int]]) -> int | None:
+    """The most keys a block holds, halving from ``keys`` to no fewer than ``floor``, whose shared arrays
+    (``shared(keys)``: their elements) fit the device's local memory; None where none fit."""
+    while keys >= floor and _accumulator_bytes(dtype) * sum(shared(keys)) > info.local_memory:
+        keys //= 2
+    return keys if keys >= floor else None
 
 @register
 class Attention(FloatKernelOp):
@@ -301,8 +315,7 @@ class Attention(FloatKernelOp):
     def _fits(self, inputs: Sequence[TensorType], info: DeviceInfo) -> bool:
         """Whether the fused kernel takes these head sizes on the device (shared memory, group size)."""
         q, v = inputs[0], inputs[2]
-        acc = 8 if q.dtype == np.float64 else 4
-        need = acc * (2 * FUSED_HEAD_MAX + 2 * FUSED_GROUP)
+        need = _accumulator_bytes(q.dtype) * (2 * FUSED_HEAD_MAX + 2 * FUSED_GROUP)
         return (max(q.shape[3], v.shape[3]) <= FUSED_HEAD_MAX and info.local_memory >= need
                 and group_local(info, FUSED_GROUP) >= 8)
 
@@ -326,11 +339,8 @@ class Attention(FloatKernelOp):
         want = TILED_SPREAD * info.compute_units
         while forced is None and lanes < TILED_LANES[-1] and heads * -(-q.shape[2] // rows) < want:
             rows, lanes = rows // 2, lanes * 2
-        acc = 8 if q.dtype == np.float64 else 4
-        keys = TILED_KEYS
-        while keys >= 8 and acc * sum(self._tiled_shared(Dk, Dv, rows, lanes, keys)) > info.local_memory:
-            keys //= 2
-        return (rows, lanes, keys) if keys >= 8 else None
+        keys = _fitting_keys(TILED_KEYS, 8, q.dtype, info, lambda k: self._tiled_shared(Dk, Dv, rows, lanes, k))
+        return (rows, lanes, keys) if keys is not None else None
 
     @staticmethod
     def _tiled_shared(Dk: int, Dv: int, rows: int, lanes: int, keys: int) -> tuple[int, int, int, int]:
@@ -358,11 +368,8 @@ class Attention(FloatKernelOp):
         forced = getattr(_state, "rows", None)
         rows = forced or next((r for r in BLOCKED_ROWS if r == 1 or (
             B * Hq * -(-Sq // (side * r)) >= info.compute_units and side * (r - 1) < Sq)), 1)
-        acc = 8 if q.dtype == np.float64 else 4
-        keys = BLOCKED_KEYS
-        while keys >= 1 and acc * sum(self._blocked_shared(Dk, Dv, side, rows, keys)) > info.local_memory:
-            keys //= 2
-        return (side, rows, keys) if keys >= 1 else None
+        keys = _fitting_keys(BLOCKED_KEYS, 1, q.dtype, info, lambda k: self._blocked_shared(Dk, Dv, side, rows, k))
+        return (side, rows, keys) if keys is not None else None
 
     @staticmethod
     def _blocked_shared(Dk: int, Dv: int, side: int, rows: int, keys: int) -> tuple[int, int, int, int, int]:

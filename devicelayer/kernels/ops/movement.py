@@ -331,13 +331,17 @@ class Slice(Movement):
     def infer(self, inputs, attrs):
         return [TensorType.of([n for _, _, n in self._params(inputs[0].shape, attrs)], inputs[0].dtype)]
 
-    def reference(self, inputs, attrs):
-        x = inputs[0]
+    def index(self, shape: Sequence[int], attrs: dict[str, Any]) -> tuple[slice, ...]:
+        """The slice as a NumPy index into an array of ``shape`` (checked attributes)."""
         index = []
-        for start, step, n in self._params(x.shape, attrs):
+        for start, step, n in self._params(shape, attrs):
             stop = start + step * n
             index.append(slice(start, stop if stop >= 0 else None, step) if n else slice(0, 0))
-        return [np.ascontiguousarray(x[tuple(index)])]
+        return tuple(index)
+
+    def reference(self, inputs, attrs):
+        x = inputs[0]
+        return [np.ascontiguousarray(x[self.index(x.shape, attrs)])]
 
     def plan(self, inputs, outputs, attrs, info):
         src = inputs[0]
