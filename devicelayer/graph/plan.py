@@ -50,6 +50,14 @@ class Step:
     op_plan: OpPlan | None = None
     compiled: list[Any] | None = None
     copies: list[tuple[int, int]] = field(default_factory=list)  # (input, output) views done as copies
+    types: tuple[list[TensorType], list[TensorType]] | None = None  # what the op runs on where a layout differs
+
+    def op_types(self, types: Mapping[int, TensorType]) -> tuple[list[TensorType], list[TensorType]]:
+        """The input and output types a node step's op runs on: its values' types, or those a private layout
+        gave it (``graph/layout.py``)."""
+        if self.types is not None:
+            return self.types
+        return [types[id(v)] for v in self.node.inputs], [types[id(v)] for v in self.node.outputs]
 
 
 @dataclass
@@ -141,7 +149,8 @@ class ExecutionPlan(Profiled):
         placement = place(self.graph, self._nodes, types, self.devices, self._explicit, self._strict, self._policy)
         annotate(placement, self.fusion)
         steps, transfers = self._schedule(placement, types)
-        negotiate(steps, {id(v) for v in self.graph.outputs.values()}, types)
+        negotiate(steps, {id(v) for v in self.graph.outputs.values()}, types,
+                  lambda step, ins, outs: self._op_plan(step.node, step.device, ins, outs))
         prepared = self._allocate(types, placement, steps, transfers)
         self._cache[key] = prepared
         return prepared
@@ -164,12 +173,8 @@ class ExecutionPlan(Profiled):
                     steps.append(Step("copy", dev, value=v, source=home[id(v)]))
                     transfers += 1
                 present.add((id(v), id(dev)))
-            ins = [types[id(v)] for v in node.inputs]
-            outs = [types[id(v)] for v in node.outputs]
-            constants = {i: v.constant for i, v in enumerate(node.inputs) if v.constant is not None}
-            op = get(node.op)
-            op_plan = tuned_plan(op, dev, ins, outs, node.attrs,
-                                 lambda: plan_for(op, dev, ins, outs, node.attrs, constants))
+            op_plan = self._op_plan(node, dev, [types[id(v)] for v in node.inputs],
+                                    [types[id(v)] for v in node.outputs])
             steps.append(Step("node", dev, node=node, op_plan=op_plan))
             for v in node.outputs:
                 home[id(v)] = dev
@@ -178,6 +183,13 @@ class ExecutionPlan(Profiled):
             if id(v) in home:
                 steps.append(Step("output", home[id(v)], value=v))
         return steps, transfers
+
+    @staticmethod
+    def _op_plan(node: Node, dev: Device, ins: list[TensorType], outs: list[TensorType]) -> OpPlan:
+        """How ``node``'s op runs on ``dev`` for these types (its constant inputs known)."""
+        constants = {i: v.constant for i, v in enumerate(node.inputs) if v.constant is not None}
+        op = get(node.op)
+        return tuned_plan(op, dev, ins, outs, node.attrs, lambda: plan_for(op, dev, ins, outs, node.attrs, constants))
 
     def _order(self, placement: Placement) -> list[Node]:
         """Topological order preferring nodes whose inputs are all on their own device (fewer stalls), then the
@@ -301,8 +313,7 @@ class ExecutionPlan(Profiled):
         consts = self._upload_constants(types, placement, bufs, shared) + extra
         for s in steps:  # compile every kernel now, not on the first run
             if s.kind == "node":
-                s.compiled = programs(get(s.node.op), s.device, s.op_plan, [types[id(v)] for v in s.node.inputs],
-                                      [types[id(v)] for v in s.node.outputs], s.node.attrs)
+                s.compiled = programs(get(s.node.op), s.device, s.op_plan, *s.op_types(types), s.node.attrs)
         del value_of
         flags = [(s.node, f, temps[id(s.node)][f.temp].view(0, FLAG_SIZE * s.op_plan.temps[f.temp].dtype.itemsize,
                                                               s.op_plan.temps[f.temp].dtype))
@@ -520,8 +531,7 @@ class ExecutionPlan(Profiled):
                     waits = [ready[k] for k in in_keys if k in ready] + after(dev)
                     t0 = time.perf_counter()
                     try:
-                        event = execute(get(node.op), dev, step.op_plan, [types[id(v)] for v in node.inputs],
-                                        [types[id(v)] for v in node.outputs], node.attrs,
+                        event = execute(get(node.op), dev, step.op_plan, *step.op_types(types), node.attrs,
                                         [bufs[k] for k in in_keys], [bufs[(id(v), id(dev))] for v in node.outputs],
                                         prepared.temps.get(id(node), []), waits, step.compiled)
                     except DeviceLayerError as exc:

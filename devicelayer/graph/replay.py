@@ -182,8 +182,7 @@ def _record_node(seg: Segment, step: Any, types: Mapping[int, Any], bufs: Mappin
             seg.readers[k] = node
     out_bufs = [bufs[(id(v), id(dev))] for v in node.outputs]
     rec = seg.recording
-    record(rec, get(node.op), step.op_plan, [types[id(v)] for v in node.inputs],
-           [types[id(v)] for v in node.outputs], node.attrs, [bufs[k] for k in in_keys], out_bufs,
+    record(rec, get(node.op), step.op_plan, *step.op_types(types), node.attrs, [bufs[k] for k in in_keys], out_bufs,
            temps.get(id(node), []), step.compiled, f"node {node.name!r} ({node.op})")
     for i, j in step.copies:
         n = types[id(node.outputs[j])].size * types[id(node.outputs[j])].dtype.itemsize
