@@ -20,7 +20,7 @@ from typing import Any
 import cupy
 import numpy as np
 
-from . import blas as cuda_blas, dnn as cuda_dnn, pointwise_conv
+from . import blas as cuda_blas, depthwise_conv, dnn as cuda_dnn, pointwise_conv
 from .backend import _address, _cupy_at as _at, _Vendor
 from .timing import gpu_ms as _time, scratch as scratch_arrays
 
@@ -159,8 +159,9 @@ class DnnConv(Im2colConv):
     cuDNN's legacy API cannot describe (asymmetric pads, tensors of 2**31 elements or more) use im2col.
 
     2-D float16 and float32 layers are also tuned on channels-last activations: through cuDNN with channels-last
-    filters, and, for a 1x1 layer of stride 1 without padding or groups, as one cuBLASLt product over the
-    activations' rows (N * H * W, C) with bias, summand and ReLU in its epilogue. A layer that runs faster so
+    filters, for a 1x1 layer of stride 1 without padding or groups as one cuBLASLt product over the
+    activations' rows (N * H * W, C) with bias, summand and ReLU in its epilogue, and for a depthwise layer
+    through the channels-last depthwise kernel (``depthwise_conv``). A layer that runs faster so
     offers that layout to its neighbours in a plan (``private_layout``): where a plan keeps a tensor channels-last
     between two such layers, neither converts it; an end the plan keeps NCHW is converted in one pass."""
 
@@ -173,6 +174,7 @@ class DnnConv(Im2colConv):
         self._library, self._binding = library, binding
         self._weights = weights  # the filters where a plan holds them constant (host array), else None
         self._filters_last: Any = None  # those filters channels-last on the device, made when a plan binds them
+        self._taps: Any = None  # depthwise filters as the depthwise kernel reads them, made alike
 
     # -- layouts a plan negotiates ------------------------------------------------------------
     def layout_input(self, index: int) -> bool:
@@ -196,6 +198,8 @@ class DnnConv(Im2colConv):
             dev = self.dev
             with dev._enter(f"prepare {self.label}"), cupy.cuda.using_allocator(dev.pool.cupy_pool.malloc):
                 op._filters_last = cupy.asarray(np.ascontiguousarray(np.moveaxis(w, 1, -1)))
+                if w.shape[1] == 1:
+                    op._taps = cupy.asarray(depthwise_conv.relaid(w))
         return op
 
     @property
@@ -216,6 +220,13 @@ class DnnConv(Im2colConv):
             keep.append(out)
             relayout(self.dev.index, t, w, out.data.ptr, True)
         return int(out.data.ptr)
+
+    def _depthwise_taps(self, stream: Any, t: Any, w: int, keep: list) -> int:
+        """The address of depthwise filters as the depthwise kernel reads them: the plan's prepared copy, or else
+        relaid into scratch on ``stream``."""
+        if self._taps is not None and tuple(self._taps.shape) == (math.prod(t.shape[2:]), t.shape[0]):
+            return int(self._taps.data.ptr)
+        return depthwise_conv.taps(self.dev, stream, t, w, keep)
 
     # -- routes -------------------------------------------------------------------------------
     def _layer(self, ins: Any, outs: Any, attrs: dict, last: bool = False) -> "cuda_dnn._Layer | None":
@@ -270,14 +281,14 @@ class DnnConv(Im2colConv):
         return found[:2]
 
     def _route_last(self, key: tuple, ins: Any, outs: Any, attrs: dict, tune: bool) -> tuple[str, Any]:
-        """The channels-last route of a geometry: cuDNN's or the 1x1 product's (``pointwise_conv``), whichever ran
-        faster, where that beat the NCHW route's best."""
+        """The channels-last route of a geometry: cuDNN's, the 1x1 product's (``pointwise_conv``) or the depthwise
+        kernel's (``depthwise_conv``), whichever ran faster, where that beat the NCHW route's best."""
         layer = self._layer(ins, outs, attrs, last=True)
         nchw = self.route(ins, outs, attrs, tune)
         if layer is None or nchw[0] == "kernels":
             found: tuple[str, Any, dict] = ("nchw", None, {})
         else:
-            found = self._stored(key, layer, False, ins, attrs) or (None, None, {})
+            found = self._stored(key, layer, False, ins, outs, attrs) or (None, None, {})
             if found[0] is None:
                 if not tune:
                     return ("nchw", None)
@@ -288,10 +299,10 @@ class DnnConv(Im2colConv):
         self.dev._conv_routes[key] = found
         return found[:2]
 
-    def _stored(self, key: tuple, layer: Any, col: bool, ins: Any = None,
+    def _stored(self, key: tuple, layer: Any, col: bool, ins: Any = None, outs: Any = None,
                 attrs: dict | None = None) -> tuple[str, Any, dict] | None:
         """The route an earlier process measured for this geometry (the disk cache), where it still applies
-        (``ins`` and ``attrs``: the call, for a stored 1x1 product)."""
+        (``ins``, ``outs`` and ``attrs``: the call, for a stored 1x1 product or depthwise choice)."""
         stored = self.dev._tuned(TUNED_KIND).get(repr(key))
         if not isinstance(stored, dict):
             return None
@@ -310,16 +321,22 @@ class DnnConv(Im2colConv):
             described = pointwise_conv.product(self.dev, ins, attrs)
             choice = described.recall(stored) if described is not None else None
             return ("gemm", (described, choice), times) if choice is not None else None
+        choice = stored.get("choice")
+        if (how == "direct" and ins is not None and attrs is not None and depthwise_conv.takes(ins, outs, attrs)
+                and isinstance(choice, list) and tuple(choice) in depthwise_conv.CHOICES):
+            return ("direct", tuple(choice), times)
         return None
 
     def _store(self, key: tuple, found: tuple[str, Any, dict]) -> None:
         """Keep a measured route for later processes (the kernels route needs no measuring: not kept)."""
         how, layer, times = found
-        if how in ("dnn", "im2col", "nchw", "gemm"):
+        if how in ("dnn", "im2col", "nchw", "gemm", "direct"):
             extra: dict = {"algo": layer.algo, "fused": layer.fused} if how == "dnn" else {}
             if how == "gemm":
                 described, choice = layer
                 extra = described.record(choice)
+            if how == "direct":
+                extra = {"choice": list(layer)}
             measured = {k: v for k, v in times.items() if k != "stored"}
             self.dev._tuned(TUNED_KIND).put(repr(key), {"how": how, "times_ms": measured, **extra})
 
@@ -327,10 +344,10 @@ class DnnConv(Im2colConv):
               last: bool = False) -> tuple[str, Any, dict]:
         """Time the layer through cuDNN (after cuDNN's algorithm search; with its fused epilogue and with the
         epilogue apart, keeping the faster), through im2col (``col``) and, channels-last (``last``), as the 1x1
-        product where it is one, on scratch buffers."""
+        product or through the depthwise kernel where it is one, on scratch buffers."""
         dev, dnn = self.dev, self.dev._dnn()
         times: dict[str, float] = {}
-        product_choice = None
+        product_choice = direct_choice = None
         with dev._enter(f"tune {self.label}"), cupy.cuda.using_allocator(dev.pool.cupy_pool.malloc):
             stream = cupy.cuda.Stream(non_blocking=True)
             with stream:
@@ -353,6 +370,12 @@ class DnnConv(Im2colConv):
                     best = pointwise_conv.tune(stream, described, x, w, b, y.data.ptr, z) if described else None
                     if best is not None:
                         product_choice, times["gemm"] = (described, best[0]), best[1]
+                if last and depthwise_conv.takes(ins, outs, attrs):
+                    keep: list = []
+                    w_taps = depthwise_conv.taps(dev, stream, ins[1], w, keep)
+                    best = depthwise_conv.tune(stream, ins, outs, attrs, x, w_taps, b, y.data.ptr, z)
+                    if best is not None:
+                        direct_choice, times["direct"] = best
                 if last:  # what converting an end from or to NCHW costs (a plan's NCHW neighbours pay it)
                     for end, t, a in (("x", ins[0], arrays[0]), ("y", outs[0], y)):
                         tmp = cupy.empty_like(a)
@@ -366,7 +389,7 @@ class DnnConv(Im2colConv):
         if not routes:
             return ("kernels", None, times)
         best_route = min(routes, key=routes.__getitem__)
-        return (best_route, {"dnn": layer, "gemm": product_choice}.get(best_route), times)
+        return (best_route, {"dnn": layer, "gemm": product_choice, "direct": direct_choice}.get(best_route), times)
 
     def _tune_dnn(self, stream: Any, ins: Any, outs: Any, attrs: dict, layer: Any, x: int, w: int, b: int, y: int,
                   z: int, last: bool) -> float:
@@ -411,6 +434,8 @@ class DnnConv(Im2colConv):
         how, layer = self.route(ins, outs, attrs, tune=False, last=last)
         if how == "gemm":
             text = f"gemm channels-last, cuBLASLt candidate {layer[1]}"
+        elif how == "direct":
+            text = f"depthwise kernel channels-last, {layer[0]} channels x {layer[1]} columns a thread"
         else:
             text = f"{how}" + (f" algo {layer.algo}{' fused' if layer.fused else ''}" if layer is not None else "")
         if last:
@@ -484,6 +509,9 @@ class DnnConv(Im2colConv):
                 target = tmp.data.ptr
             if compute_last and how == "gemm":
                 pointwise_conv.run(self.dev, stream, ins, outs, attrs, layer, x, w, b, target, z)
+            elif compute_last and how == "direct":
+                w_taps = self._depthwise_taps(stream, ins[1], w, keep)
+                depthwise_conv.run(stream, ins, outs, attrs, layer, x, w_taps, b, target, z)
             elif compute_last:
                 w_last = self._filters(stream, ins[1], w, keep)
                 self._dnn_forward(stream, ins, outs, attrs, layer, x, w_last, b, target, z, last=True)
@@ -507,11 +535,12 @@ def _key(ins: Any, outs: Any, attrs: dict, last: bool = False) -> tuple:
 
 
 #: the disk cache's kind for convolution routes (a new name where what is stored changes meaning)
-TUNED_KIND = "conv-3"
+TUNED_KIND = "conv-4"
 #: how many of cuDNN's fastest-ranked algorithms a layer's tuning times with its epilogue
 DNN_TIMED = 3
-#: the channels-last routes (cuDNN with channels-last filters; a 1x1 layer as one product over rows)
-LAST_ROUTES = ("dnn", "gemm")
+#: the channels-last routes (cuDNN with channels-last filters; a 1x1 layer as one product over rows; the depthwise
+#: kernel)
+LAST_ROUTES = ("dnn", "gemm", "direct")
 #: element types tuned channels-last
 LAST_DTYPES = frozenset({np.dtype(np.float16), np.dtype(np.float32)})
 
