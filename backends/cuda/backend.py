@@ -617,9 +617,9 @@ class CudaDevice(Device):
 
     def vendor_op(self, name: str) -> Any:
         """cuBLAS for matmul and gemm; cuDNN for convolutions where it is installed, else im2col + cuBLAS for
-        ungrouped ones; cuDNN for the max and average pools it computes as ONNX does; the op kernels for everything
-        else.  Asked for a product or a convolution, the device starts
-        cuBLAS on a thread (``_warm_blas``)."""
+        ungrouped ones; cuDNN for the max and average pools it computes as ONNX does; a warp-per-row kernel for
+        layer and RMS normalization over short rows (``layernorm``); the op kernels for everything else.  Asked
+        for a product or a convolution, the device starts cuBLAS on a thread (``_warm_blas``)."""
         if cuda_blas.library() is None:
             return None
         if name in ("matmul", "gemm", "conv") and self._warming is None:
@@ -639,6 +639,10 @@ class CudaDevice(Device):
             from . import pool as cuda_pool  # (it builds on this module's vendor-op base)
 
             return cuda_pool.DnnPool(self, name, "cuDNN")
+        if name in ("layer_normalization", "rms_normalization"):
+            from . import layernorm as cuda_norm  # (it builds on this module's vendor-op base)
+
+            return cuda_norm.RowNorm(self, name, "warp-per-row kernel")
         return None
 
     def _release_program(self, program: Program) -> None:
@@ -949,7 +953,9 @@ def _info(index: int, count: int) -> DeviceInfo:
                        else "im2col + cuBLAS (ungrouped)",
                        **({name: "cuDNN (the calls it computes as ONNX does)" for name in (
                            "max_pool", "average_pool", "global_average_pool", "global_max_pool")}
-                          if cuda_dnn.library() is not None else {})},
+                          if cuda_dnn.library() is not None else {}),
+                       **{name: "devicelayer's warp-per-row kernel (rows of up to 4096 float16 or float32 elements)"
+                          for name in ("layer_normalization", "rms_normalization")}},
     }
     driver = _version(runtime.driverGetVersion())
     total = int(p.get("totalGlobalMem", 0))
