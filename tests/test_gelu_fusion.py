@@ -12,10 +12,10 @@ import pytest
 import devicelayer as dl
 
 
-def _gelu_chain(order, shape=(2, 3, 70), scale="div", one=1.0, half=0.5, reader=False, mid_output=False):
+def _gelu_chain(order, shape=(2, 3, 70), scale="div", one=1.0, half=0.5, reader=False, mid_output=False,
+                f=np.float32):
     g = dl.Graph()
-    x = g.neg(g.input("x", shape))
-    f = np.float32
+    x = g.neg(g.input("x", shape, f))
     s = g.div(x, g.constant(f(math.sqrt(2)))) if scale == "div" else g.mul(x, g.constant(f(1 / math.sqrt(2))))
     e = g.add(g.erf(s), g.constant(f(one)))
     if mid_output:
@@ -52,3 +52,20 @@ def test_what_is_not_exactly_gelu_stays(kind):
     g = _gelu_chain("x_e_half", one=2.0 if kind == "one" else 1.0, half=0.25 if kind == "half" else 0.5,
                     reader=kind == "reader", mid_output=kind == "mid_output")
     assert not _gelu_found(g.compile(["host"]))
+
+
+@pytest.mark.parametrize("scale", ["div", "mul"])
+def test_a_float16_chain_whose_constants_are_float16_roundings_becomes_one_gelu(scale, rng):
+    """A float16 model holds sqrt(2) as 1.4140625 (1e-4 off): still GELU, computed in float32 as one op."""
+    g = _gelu_chain("x_e_half", scale=scale, f=np.float16)
+    fused = g.compile(["host"])
+    assert _gelu_found(fused)
+    feeds = {"x": (rng.standard_normal((2, 3, 70)) * 3).astype(np.float16)}
+    x = -feeds["x"].astype(np.float64)
+    gelu = 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+    np.testing.assert_allclose(fused(**feeds)["y"].astype(np.float64), 1 / (1 + np.exp(-gelu)), rtol=2e-3, atol=2e-3)
+
+
+def test_a_float16_constant_one_unit_off_is_not_gelu():
+    half = float(np.nextafter(np.float16(0.5), np.float16(1)))  # 0.50049
+    assert not _gelu_found(_gelu_chain("x_e_half", half=half, f=np.float16).compile(["host"]))

@@ -85,6 +85,17 @@ def _close(x: float | None, want: float, rtol: float = 1e-6) -> bool:
     return x is not None and math.isclose(x, want, rel_tol=rtol, abs_tol=0.0)
 
 
+def _near(v: Value, want: float, rtol: float = 1e-6, inverse: bool = False) -> bool:
+    """Whether constant ``v`` holds ``want`` (with ``inverse``, 1 / ``want``) within ``rtol``, or as near as its
+    float dtype can: within half a unit of its precision (a float16 model holds sqrt(2) as 1.4140625)."""
+    k = scalar(v)
+    if k is None or (inverse and k == 0):
+        return False
+    dtype = v.constant.dtype
+    tol = rtol + (0.5 * float(np.finfo(dtype).eps) if dtype.kind == "f" else 0.0)
+    return _close(1.0 / k if inverse else k, want, tol)
+
+
 def _other(node: Node, v: Value) -> Value | None:
     """The operand of binary ``node`` that is not ``v`` (None when both are ``v`` or ``v`` is not one)."""
     a, b = node.inputs[0], node.inputs[1]
@@ -130,7 +141,7 @@ def layer_norm(g: _Graph, mean1: Node) -> Replacement | None:
     readers = g.distinct(d)
     if len(readers) != 2 or id(d) in g.outputs:
         return None
-    square = next((r for r in readers if (r.op == "pow" and r.inputs[0] is d and _close(scalar(r.inputs[1]), 2.0))
+    square = next((r for r in readers if (r.op == "pow" and r.inputs[0] is d and _near(r.inputs[1], 2.0))
                    or (r.op == "mul" and r.inputs[0] is d and r.inputs[1] is d)), None)
     div = next((r for r in readers if r.op == "div" and r.inputs[0] is d), None)
     if square is None or div is None or square is div:
@@ -233,7 +244,7 @@ def _one_plus(g: _Graph, v: Value, inner_op: str, members: list[Node]) -> Node |
         return None
     for t, c in ((add.inputs[0], add.inputs[1]), (add.inputs[1], add.inputs[0])):
         f = t.producer
-        if f is not None and f.op == inner_op and _close(scalar(c), 1.0) and g.only(t) is add:
+        if f is not None and f.op == inner_op and _near(c, 1.0) and g.only(t) is add:
             members += [add, f]
             return f
     return None
@@ -247,8 +258,7 @@ def _scaled(g: _Graph, v: Value, x: Value, factor: float, members: list[Node]) -
     c = _other(n, x)
     if c is None or (n.op == "div" and n.inputs[0] is not x):
         return False
-    k = scalar(c)
-    ok = _close(k, factor, 1e-5) if n.op == "mul" else (k is not None and k != 0 and _close(1.0 / k, factor, 1e-5))
+    ok = _near(c, factor, 1e-5, inverse=n.op == "div")
     if ok:
         members.append(n)
     return ok
@@ -265,12 +275,12 @@ def _cube_term(g: _Graph, v: Value, x: Value, members: list[Node]) -> bool:
         return False
     cube = None
     for a, c in ((t.inputs[0], t.inputs[1]), (t.inputs[1], t.inputs[0])):
-        if _close(scalar(c), 0.044715, 1e-5):
+        if _near(c, 0.044715, 1e-5):
             cube = a
     p = cube.producer if cube is not None else None
     if p is None or g.only(cube) is not t:
         return False
-    if p.op == "pow" and p.inputs[0] is x and _close(scalar(p.inputs[1]), 3.0):
+    if p.op == "pow" and p.inputs[0] is x and _near(p.inputs[1], 3.0):
         members += [add, t, p]
         return True
     if p.op == "mul":
@@ -291,7 +301,7 @@ def gelu(g: _Graph, top: Node) -> Replacement | None:
     factors = _product(g, top, members)
     if factors is None or len(factors) != 3:
         return None
-    half = [f for f in factors if _close(scalar(f), 0.5)]
+    half = [f for f in factors if _near(f, 0.5)]
     if len(half) != 1:
         return None
     rest = [f for f in factors if f is not half[0]]
@@ -310,7 +320,7 @@ def gelu(g: _Graph, top: Node) -> Replacement | None:
             if inner is not None and inner.op == "mul" and g.only(arg) is tanh:
                 for t, c in ((inner.inputs[0], inner.inputs[1]), (inner.inputs[1], inner.inputs[0])):
                     chain = found + [inner]
-                    if _close(scalar(c), math.sqrt(2 / math.pi), 1e-5) and _cube_term(g, t, x, chain):
+                    if _near(c, math.sqrt(2 / math.pi), 1e-5) and _cube_term(g, t, x, chain):
                         return Replacement("gelu_tanh", chain, "gelu_tanh", {}, [x], [top.outputs[0]])
     return None
 
