@@ -33,7 +33,10 @@ def _gelu_chain(order, shape=(2, 3, 70), scale="div", one=1.0, half=0.5, reader=
 
 
 def _gelu_found(plan) -> bool:
-    return "fused gelu of 5 nodes" in plan.placement_report()
+    """Whether the plan runs a gelu op: alone, or as a step of the pointwise chain around it (the negation before,
+    the sigmoid after)."""
+    return any(n.op == "gelu" or (n.op == "fused_elementwise" and any(s[0] == "gelu" for s in n.attrs["steps"]))
+               for n in plan.graph.nodes)
 
 
 @pytest.mark.parametrize("order", ["x_e_half", "e_half_x", "x_half_e"])
@@ -69,3 +72,14 @@ def test_a_float16_chain_whose_constants_are_float16_roundings_becomes_one_gelu(
 def test_a_float16_constant_one_unit_off_is_not_gelu():
     half = float(np.nextafter(np.float16(0.5), np.float16(1)))  # 0.50049
     assert not _gelu_found(_gelu_chain("x_e_half", half=half, f=np.float16).compile(["host"]))
+
+
+def test_a_gelu_fuses_with_the_pointwise_chain_around_it(rng):
+    """neg, the GELU chain and sigmoid: one fused kernel, its steps the negation, gelu and sigmoid."""
+    plan = _gelu_chain("x_e_half").compile(["host"])
+    [node] = plan.graph.nodes
+    assert node.op == "fused_elementwise" and [s[0] for s in node.attrs["steps"]] == ["neg", "gelu", "sigmoid"]
+    assert "fused elementwise of 7 nodes" in plan.placement_report()
+    x = rng.standard_normal((2, 3, 70)).astype(np.float32) * 3
+    gelu = 0.5 * -x * (1 + np.vectorize(math.erf)(-x / math.sqrt(2)))
+    np.testing.assert_allclose(plan(x=x)["y"], 1 / (1 + np.exp(-gelu)), rtol=1e-5, atol=1e-6)

@@ -82,7 +82,7 @@ def fuse_graph(graph: Graph, devices: Sequence[Device], explicit: Mapping[str, A
         found = patterns.find(nodes, types, outputs, readers, placement.of, excluded)
     taken = excluded | {id(m) for r in found for m in r.members}
     if elementwise:
-        found += _elementwise(nodes, types, outputs, readers, placement, taken)
+        found = _elementwise_around(nodes, found, types, outputs, placement, taken)
         found = epilogues.attach(nodes, types, outputs, readers, placement, taken, found)
     if not found:
         return graph, None
@@ -123,28 +123,56 @@ def _name(r: patterns.Replacement, taken: set[str]) -> str:
 
 
 # -- pointwise chains ---------------------------------------------------------------------------------------------
+def _elementwise_around(nodes: list[Node], found: list, types: Mapping[int, TensorType], outputs: set[int],
+                        placement: Placement, taken: set[int]) -> list:
+    """``found`` (the patterns) with the pointwise groups added: a pattern whose op is pointwise (GELU) takes part
+    as one node standing in for its members, so that the chain around it fuses with it (a product's bias, GELU
+    and the layer scale: one kernel); a group holding one is the group of all their members."""
+    position = {id(n): i for i, n in enumerate(nodes)}
+    stand_in: dict[int, Any] = {}  # stand-in node id -> the pattern
+    at_top: dict[int, Node] = {}  # the id of a pointwise pattern's last member (it writes the result) -> stand-in
+    for r in found:
+        if fusable(r.op) and len(r.outputs) == 1:
+            node = Node(f"{r.kind}#{len(stand_in)}", r.op, list(r.inputs), list(r.outputs), dict(r.attrs))
+            stand_in[id(node)] = r
+            at_top[id(max(r.members, key=lambda m: position[id(m)]))] = node
+    inside = {id(m) for r in stand_in.values() for m in r.members}
+    units = [at_top.get(id(n), n) for n in nodes if id(n) in at_top or id(n) not in inside]
+    groups = _elementwise(units, types, outputs, consumers(units),
+                          lambda n: stand_in[id(n)].device if id(n) in stand_in else placement.of(n), taken)
+    kept = list(found)
+    for g in groups:
+        absorbed = [stand_in[id(m)] for m in g.members if id(m) in stand_in]
+        if absorbed:
+            g.members = [m for u in g.members for m in (stand_in[id(u)].members if id(u) in stand_in else [u])]
+            kept = [r for r in kept if all(r is not a for a in absorbed)]
+    return kept + groups
+
+
 def _elementwise(nodes: list[Node], types: Mapping[int, TensorType], outputs: set[int],
-                 readers: Mapping[int, list[Node]], placement: Placement, taken: set[int]) -> list:
-    """Groups of two or more pointwise nodes as fused_elementwise replacements."""
+                 readers: Mapping[int, list[Node]], device_of: Any, taken: set[int]) -> list:
+    """Groups of two or more pointwise nodes as fused_elementwise replacements (``device_of(node)``: where it was
+    placed)."""
     index = {id(n): i for i, n in enumerate(nodes)}
+    producer = {id(v): n for n in nodes for v in n.outputs}
     group_of: dict[int, list[Node]] = {}
     for node in nodes:
         if (id(node) in taken or len(node.outputs) != 1 or not fusable(node.op)
                 or types[id(node.outputs[0])].size == 0):
             continue
-        dev = placement.of(node)
+        dev = device_of(node)
         shape = types[id(node.outputs[0])].shape
         near: list[list[Node]] = []
         for v in node.inputs:
-            group = group_of.get(id(v.producer)) if v.producer is not None else None
-            if (group is not None and all(group is not g for g in near) and placement.of(group[0]) is dev
+            group = group_of.get(id(producer[id(v)])) if id(v) in producer else None
+            if (group is not None and all(group is not g for g in near) and device_of(group[0]) is dev
                     and types[id(group[0].outputs[0])].shape == shape):
                 near.append(group)
         options = ([near] if len(near) > 1 else []) + [[g] for g in near]
         joined = [node]
         for option in options:
             members = sorted({id(m): m for g in option for m in (*g, node)}.values(), key=lambda m: index[id(m)])
-            if _acyclic(members, index) and _describe(members, types, outputs, readers, dev) is not None:
+            if _acyclic(members, index, producer) and _describe(members, types, outputs, readers, dev) is not None:
                 joined = members
                 break
         for m in joined:
@@ -156,19 +184,20 @@ def _elementwise(nodes: list[Node], types: Mapping[int, TensorType], outputs: se
         if group is None or id(group) in seen or len(group) < 2:
             continue
         seen.add(id(group))
-        dev = placement.of(group[0])
+        dev = device_of(group[0])
         r = _describe(group, types, outputs, readers, dev)
         if r is not None:
             found.append(r)
     return found
 
 
-def _acyclic(members: list[Node], index: Mapping[int, int]) -> bool:
-    """Whether no path leaves ``members`` and comes back to them (their producers searched back to the first)."""
+def _acyclic(members: list[Node], index: Mapping[int, int], producer: Mapping[int, Node]) -> bool:
+    """Whether no path leaves ``members`` and comes back to them (their producers searched back to the first;
+    ``producer``: each value's producing node by value id)."""
     ids = {id(m) for m in members}
     start = min(index[i] for i in ids)
-    stack = [v.producer for m in members for v in m.inputs
-             if v.producer is not None and id(v.producer) not in ids and index.get(id(v.producer), -1) > start]
+    stack = [producer[id(v)] for m in members for v in m.inputs
+             if id(v) in producer and id(producer[id(v)]) not in ids and index.get(id(producer[id(v)]), -1) > start]
     seen: set[int] = set()
     while stack:
         n = stack.pop()
@@ -176,7 +205,7 @@ def _acyclic(members: list[Node], index: Mapping[int, int]) -> bool:
             continue
         seen.add(id(n))
         for v in n.inputs:
-            p = v.producer
+            p = producer.get(id(v))
             if p is None or index.get(id(p), -1) < start:
                 continue
             if id(p) in ids:
