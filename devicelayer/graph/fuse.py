@@ -125,14 +125,15 @@ def _name(r: patterns.Replacement, taken: set[str]) -> str:
 # -- pointwise chains ---------------------------------------------------------------------------------------------
 def _elementwise_around(nodes: list[Node], found: list, types: Mapping[int, TensorType], outputs: set[int],
                         placement: Placement, taken: set[int]) -> list:
-    """``found`` (the patterns) with the pointwise groups added: a pattern whose op is pointwise (GELU) takes part
-    as one node standing in for its members, so that the chain around it fuses with it (a product's bias, GELU
-    and the layer scale: one kernel); a group holding one is the group of all their members."""
+    """``found`` (the patterns) with the pointwise groups added: on a kernel device a pattern whose op is pointwise
+    (GELU) takes part as one node standing in for its members, so that the chain around it fuses with it (a
+    product's bias, GELU and the layer scale: one kernel); a group holding one is the group of all their
+    members."""
     position = {id(n): i for i, n in enumerate(nodes)}
     stand_in: dict[int, Any] = {}  # stand-in node id -> the pattern
     at_top: dict[int, Node] = {}  # the id of a pointwise pattern's last member (it writes the result) -> stand-in
-    for r in found:
-        if fusable(r.op) and len(r.outputs) == 1:
+    for r in found:  # (the host runs such a pattern's op as one oneDNN call: a chain would take it to NumPy)
+        if fusable(r.op) and len(r.outputs) == 1 and r.device.info.kernel_language != "python":
             node = Node(f"{r.kind}#{len(stand_in)}", r.op, list(r.inputs), list(r.outputs), dict(r.attrs))
             stand_in[id(node)] = r
             at_top[id(max(r.members, key=lambda m: position[id(m)]))] = node
