@@ -91,3 +91,25 @@ def test_a_gelu_fuses_with_the_pointwise_chain_around_it(device, rng):
         np.testing.assert_allclose(plan(x=x)["y"], 1 / (1 + np.exp(-gelu)), rtol=1e-5, atol=1e-6)
     finally:
         plan.release()
+
+
+def test_a_bias_on_a_product_stays_the_products_and_gelu_follows(device, rng):
+    """matmul, + bias, GELU: the bias stays with the product (its epilogue: a vendor library adds it in the
+    product's own call), not in a chain with the gelu after it."""
+    g = dl.Graph()
+    x = g.input("x", (4, 64, 48))
+    z = g.add(g.matmul(x, g.constant((rng.standard_normal((48, 96)) / 7).astype(np.float32))),
+              g.constant(rng.standard_normal(96).astype(np.float32)))
+    s = g.div(z, g.constant(np.float32(math.sqrt(2))))
+    g.output("y", g.mul(g.mul(z, g.add(g.erf(s), g.constant(np.float32(1)))), g.constant(np.float32(0.5))))
+    plan = g.compile([device])
+    try:
+        assert _gelu_found(plan)
+        for n in plan.graph.nodes:
+            steps = [s[0] for s in n.attrs.get("steps", ())]
+            assert not ("add" in steps and "gelu" in steps), n
+        feeds = {"x": rng.standard_normal((4, 64, 48)).astype(np.float32)}
+        want = g.compile([device], fuse=False)(**feeds)["y"]
+        np.testing.assert_allclose(plan(**feeds)["y"], want, rtol=1e-4, atol=1e-5)
+    finally:
+        plan.release()

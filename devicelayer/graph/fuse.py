@@ -139,8 +139,18 @@ def _elementwise_around(nodes: list[Node], found: list, types: Mapping[int, Tens
             at_top[id(max(r.members, key=lambda m: position[id(m)]))] = node
     inside = {id(m) for r in stand_in.values() for m in r.members}
     units = [at_top.get(id(n), n) for n in nodes if id(n) in at_top or id(n) not in inside]
+    # (a node reading a product's result stays out of a stand-in's group: alone, or with what it joins otherwise,
+    # it may become the product's epilogue, which a vendor library applies in the product's own call)
+    products = {id(v) for n in nodes if n.op in epilogues.PRODUCERS for v in n.outputs}
+    anchored = {id(n) for n in units if any(id(v) in products for v in n.inputs)}
+
+    def allowed(members: list[Node]) -> bool:
+        ids = {id(m) for m in members}
+        return not (ids & anchored and any(i in stand_in for i in ids))
+
     groups = _elementwise(units, types, outputs, consumers(units),
-                          lambda n: stand_in[id(n)].device if id(n) in stand_in else placement.of(n), taken)
+                          lambda n: stand_in[id(n)].device if id(n) in stand_in else placement.of(n), taken,
+                          allowed)
     kept = list(found)
     for g in groups:
         absorbed = [stand_in[id(m)] for m in g.members if id(m) in stand_in]
@@ -151,9 +161,10 @@ def _elementwise_around(nodes: list[Node], found: list, types: Mapping[int, Tens
 
 
 def _elementwise(nodes: list[Node], types: Mapping[int, TensorType], outputs: set[int],
-                 readers: Mapping[int, list[Node]], device_of: Any, taken: set[int]) -> list:
+                 readers: Mapping[int, list[Node]], device_of: Any, taken: set[int],
+                 allowed: Any = lambda members: True) -> list:
     """Groups of two or more pointwise nodes as fused_elementwise replacements (``device_of(node)``: where it was
-    placed)."""
+    placed; ``allowed(members)``: whether a group may be formed)."""
     index = {id(n): i for i, n in enumerate(nodes)}
     producer = {id(v): n for n in nodes for v in n.outputs}
     group_of: dict[int, list[Node]] = {}
@@ -173,7 +184,8 @@ def _elementwise(nodes: list[Node], types: Mapping[int, TensorType], outputs: se
         joined = [node]
         for option in options:
             members = sorted({id(m): m for g in option for m in (*g, node)}.values(), key=lambda m: index[id(m)])
-            if _acyclic(members, index, producer) and _describe(members, types, outputs, readers, dev) is not None:
+            if (allowed(members) and _acyclic(members, index, producer)
+                    and _describe(members, types, outputs, readers, dev) is not None):
                 joined = members
                 break
         for m in joined:
