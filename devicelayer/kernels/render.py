@@ -30,6 +30,13 @@ BFLOAT16_LANGUAGES = frozenset({"cuda-c"})
 #: ``KernelSpec.views``, and its float16 element e, 0 to 7)
 MMA_LANGUAGES = frozenset({"glsl"})
 
+#: kernel languages whose WIDE_LOAD and WIDE_STORE move N neighbouring elements as one access (16 bytes at most)
+#: where the address is aligned and all N lie before n; every language has the macros (elsewhere one element at a
+#: time): WIDE_LOAD(type, N, array, first, n, w) declares w holding array[first..first+N) (past n: the last
+#: element again), WIDE(w, u) is its element u, WIDE_DECL(type, N, w) declares one to fill, WIDE_STORE(type, N,
+#: array, first, n, w) writes those before n
+WIDE_LANGUAGES = frozenset({"cuda-c"})
+
 
 def _acc(elem: str) -> str:
     return "f64" if elem == "f64" else "float"
@@ -73,6 +80,12 @@ __device__ __forceinline__ int dl_dim(const dim3 v, int d) { return d == 0 ? (in
 #define CAST(t, v) ((t)(v))
 #define VEC4 float4
 #define LDS4(arr, i) (*(const float4*)(&(arr)[i]))
+template <typename DL_T, int DL_N> struct alignas(sizeof(DL_T) * DL_N) dl_wide { DL_T v[DL_N]; };
+#define WIDE(w, u) ((w).v[u])
+#define WIDE_DECL(TY, N, w) dl_wide<TY, N> w;
+#define WIDE_AT(arr, i0, n, N, w) ((i0) + (N) <= (n) && ((unsigned long long)(const void*)((arr) + (i0))) % sizeof(w) == 0)
+#define WIDE_LOAD(TY, N, arr, i0, n, w) dl_wide<TY, N> w; if (WIDE_AT(arr, i0, n, N, w)) w = *(const dl_wide<TY, N>*)((arr) + (i0)); else { for (int dl_k = 0; dl_k < (N); ++dl_k) w.v[dl_k] = (arr)[(i0) + dl_k < (n) ? (i0) + dl_k : (n) - 1]; }
+#define WIDE_STORE(TY, N, arr, i0, n, w) if (WIDE_AT(arr, i0, n, N, w)) *(dl_wide<TY, N>*)((arr) + (i0)) = w; else { for (int dl_k = 0; dl_k < (N); ++dl_k) if ((i0) + dl_k < (n)) (arr)[(i0) + dl_k] = w.v[dl_k]; }
 #define DL_INF __int_as_float(0x7f800000)
 #define DL_NAN __int_as_float(0x7fc00000)
 __device__ __forceinline__ float dl_max(float a, float b) { return (a > b || a != a) ? a : b; }
@@ -142,6 +155,10 @@ typedef ushort u16;
 #define CAST(t, v) ((t)(v))
 #define VEC4 float4
 #define LDS4(arr, i) (*(const __local float4*)(&(arr)[i]))
+#define WIDE(w, u) (w[u])
+#define WIDE_DECL(TY, N, w) TY w[N];
+#define WIDE_LOAD(TY, N, arr, i0, n, w) TY w[N]; for (int dl_k = 0; dl_k < (N); ++dl_k) w[dl_k] = arr[(i0) + dl_k < (n) ? (i0) + dl_k : (n) - 1];
+#define WIDE_STORE(TY, N, arr, i0, n, w) for (int dl_k = 0; dl_k < (N); ++dl_k) if ((i0) + dl_k < (n)) arr[(i0) + dl_k] = w[dl_k];
 #define DL_INF INFINITY
 #define DL_NAN NAN
 #define dl_max(a, b) (((a) > (b) || (a) != (a)) ? (a) : (b))
@@ -197,6 +214,10 @@ _GLSL_PRELUDE = r"""
 #define CAST(t, v) t(v)
 #define VEC4 vec4
 #define LDS4(arr, i) vec4((arr)[i], (arr)[(i) + 1], (arr)[(i) + 2], (arr)[(i) + 3])
+#define WIDE(w, u) (w[u])
+#define WIDE_DECL(TY, N, w) TY w[N];
+#define WIDE_LOAD(TY, N, arr, i0, n, w) TY w[N]; for (int dl_k = 0; dl_k < (N); ++dl_k) w[dl_k] = arr[(i0) + dl_k < (n) ? (i0) + dl_k : (n) - 1];
+#define WIDE_STORE(TY, N, arr, i0, n, w) for (int dl_k = 0; dl_k < (N); ++dl_k) if ((i0) + dl_k < (n)) arr[(i0) + dl_k] = w[dl_k];
 #define DL_INF uintBitsToFloat(0x7F800000u)
 #define DL_NAN uintBitsToFloat(0x7FC00000u)
 float dl_max(float a, float b) { return (a > b || isnan(a)) ? a : b; }
@@ -496,4 +517,4 @@ def render(spec: KernelSpec, language: str, float64: bool = False) -> str:
     return render_glsl(spec, float64) if renderer is render_glsl else renderer(spec)
 
 
-__all__ = ["Param", "KernelSpec", "render", "lacks", "RENDERERS", "TYPES", "MMA_LANGUAGES"]
+__all__ = ["Param", "KernelSpec", "render", "lacks", "RENDERERS", "TYPES", "MMA_LANGUAGES", "WIDE_LANGUAGES"]

@@ -25,6 +25,7 @@ import numpy as np
 from ...errors import DeviceLayerError
 from ...info import DeviceInfo
 from ..dialect import KernelSpec, Param, dialect_type
+from ..render import WIDE_LANGUAGES
 from ..op import OPS, Launch, Op, Plan, TensorType, get, groups_for, local_1d, parallel, register
 from .binary import (INT_MAX, MAX_RANK, Binary, Prelu, Where, broadcast_shape, broadcast_strides, collapse,
                      contiguous_strides, unravel)
@@ -40,6 +41,8 @@ MAX_BUFFERS = 12
 MAX_SCALAR_BYTES = 128
 #: ops whose dialect statements the fused kernel composes
 FUSABLE_KINDS = (Unary, Binary, Where, Prelu, Cast)
+#: the fewest output elements a work item computes several of (``wide_elements``)
+WIDE_MIN = 1 << 14
 
 
 def fusable(op_name: str) -> bool:
@@ -118,11 +121,22 @@ def compose(inputs: Sequence[TensorType], steps: Sequence[tuple], types: Sequenc
     return body, scalars
 
 
+def wide_elements(inputs: Sequence[TensorType], outputs: Sequence[TensorType], info: DeviceInfo) -> int:
+    """Elements a work item of the fused kernel computes: on a language whose wide accesses move several at once
+    (``render.WIDE_LANGUAGES``) and outputs of ``WIDE_MIN`` elements or more, as many of the widest tensor's as fill
+    16 bytes (at most 8); else 1."""
+    if info.kernel_language not in WIDE_LANGUAGES or outputs[0].size < WIDE_MIN:
+        return 1
+    widest = max(t.dtype.itemsize for t in (*inputs, *outputs))
+    return max(1, min(8, 16 // widest))
+
+
 class _Kernel:
-    """The fused kernel's spec, launch arguments (after the buffers) and what it needs of a device."""
+    """The fused kernel's spec, launch arguments (after the buffers) and what it needs of a device; ``wide``:
+    elements each work item computes (its same-shaped inputs and its outputs moved by WIDE_LOAD and WIDE_STORE)."""
 
     def __init__(self, inputs: Sequence[TensorType], steps: Sequence[tuple], outputs: Sequence[int],
-                 types: Sequence[TensorType]) -> None:
+                 types: Sequence[TensorType], wide: int = 1) -> None:
         n_in = len(inputs)
         full = types[outputs[0]].shape
         self.size = types[outputs[0]].size
@@ -135,20 +149,37 @@ class _Kernel:
         names = [f"dl_d{d}" for d in range(self.rank)]
         stride_names = [[f"dl_s{j}_{d}" for d in range(self.rank)] for j in strided]
         offsets = {j: f"dl_o{j}" for j in strided}
-        body = ["    FOR_EACH(i, dl_n) {\n"]
+        out_types = [dialect_type(types[s].dtype) for s in outputs]
+        if wide > 1:  # a run of ``wide`` elements a work item: same-shaped inputs and the outputs moved at once
+            body = [f"    FOR_EACH(dl_q, dl_nq) {{\n        int dl_i0 = dl_q * {wide};\n"]
+            body += [f"        WIDE_LOAD({dialect_type(t.dtype)}, {wide}, dl_in{j}, dl_i0, dl_n, dl_w{j})\n"
+                     for j, t in enumerate(inputs) if j not in offsets]
+            body += [f"        WIDE_DECL({t}, {wide}, dl_r{k})\n" for k, t in enumerate(out_types)]
+            body.append(f"        UNROLL for (int dl_u = 0; dl_u < {wide}; ++dl_u) {{\n"
+                        "        int i = dl_i0 + dl_u < dl_n ? dl_i0 + dl_u : dl_n - 1;\n")
+        else:
+            body = ["    FOR_EACH(i, dl_n) {\n"]
         body += [f"        int {offsets[j]} = 0;\n" for j in strided]
         body.append(unravel("i", names, stride_names, [offsets[j] for j in strided]))
         for j, t in enumerate(inputs):
-            body.append(f"        {dialect_type(t.dtype)} dl_x{j} = dl_in{j}[{offsets.get(j, 'i')}];\n")
+            at = f"WIDE(dl_w{j}, dl_u)" if wide > 1 and j not in offsets else f"dl_in{j}[{offsets.get(j, 'i')}]"
+            body.append(f"        {dialect_type(t.dtype)} dl_x{j} = {at};\n")
         scalars: list[tuple[Param, Any]] = [(Param("dl_n", "int", "scalar"), self.size)]
+        if wide > 1:
+            scalars.append((Param("dl_nq", "int", "scalar"), -(-self.size // wide)))
         scalars += [(Param(n, "int", "scalar"), s) for n, s in zip(names, sizes)]
         scalars += [(Param(n, "int", "scalar"), s) for ns, w in zip(stride_names, strides) for n, s in zip(ns, w)]
         lines, chain_scalars = compose(inputs, steps, types)
         body += lines
         scalars += chain_scalars
         for k, s in enumerate(outputs):
-            body.append(f"        dl_out{k}[i] = dl_v{s};\n")
+            body.append(f"        WIDE(dl_r{k}, dl_u) = dl_v{s};\n" if wide > 1 else f"        dl_out{k}[i] = dl_v{s};\n")
+        if wide > 1:
+            body.append("        }\n")
+            body += [f"        WIDE_STORE({t}, {wide}, dl_out{k}, dl_i0, dl_n, dl_r{k})\n"
+                     for k, t in enumerate(out_types)]
         body.append("    }")
+        self.items = -(-self.size // wide)
         params = [Param(f"dl_in{j}", dialect_type(t.dtype), "in") for j, t in enumerate(inputs)]
         params += [Param(f"dl_out{k}", dialect_type(types[s].dtype), "out") for k, s in enumerate(outputs)]
         params += [p for p, _ in scalars]
@@ -358,10 +389,10 @@ class FusedElementwise(Op):
 
     def plan(self, inputs, outputs, attrs, info):
         steps, outs = attrs["steps"], attrs["outputs"]
-        kernel = _Kernel(inputs, steps, outs, self.step_types(inputs, steps))
+        kernel = _Kernel(inputs, steps, outs, self.step_types(inputs, steps), wide_elements(inputs, outputs, info))
         args = [("in", j) for j in range(len(inputs))] + [("out", k) for k in range(len(outs))] + kernel.scalars
         local = local_1d(info)
-        return Plan([Launch(kernel.spec, tuple(args), groups_for(kernel.size, local, info), (local,))])
+        return Plan([Launch(kernel.spec, tuple(args), groups_for(kernel.items, local, info), (local,))])
 
 
 __all__ = ["FusedElementwise", "fusable", "compose", "FUSABLE_KINDS"]
