@@ -83,17 +83,18 @@ def _check(got, want, dtype):
         np.testing.assert_allclose(g.astype(np.float64), w, rtol=tol, atol=tol * scale)
 
 
-def _kernel_device(device):
+def _kernel_device(device, dtype=None):
+    """Skip on the host (it runs the op's reference or oneDNN) and on a device without ``dtype``."""
     if device.info.kernel_language == "python":
         pytest.skip("the host runs the op's reference or oneDNN, not the kernels")
+    if dtype is not None and dtype not in device.info.dtypes:
+        pytest.skip(f"{device.id} has no {dtype}")
 
 
 @pytest.mark.parametrize("form", attention_op.FORMS)
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_each_form_matches_the_float64_reference(device, rng, case, form):
-    _kernel_device(device)
-    if case.dtype not in device.info.dtypes:
-        pytest.skip(f"{device.id} has no {case.dtype}")
+    _kernel_device(device, case.dtype)
     arrays = case.make(rng)
     got = _forced_run(device, case, arrays, form)
     if got is None:
@@ -111,9 +112,7 @@ LANE_CASES = LONG + [c for c in OP_CASES if c.id in ("attn-decode-long", "attn-p
 def test_rows_dealt_among_lanes_match_the_float64_reference(device, rng, case, lanes):
     """The tiled kernel with each row's keys dealt among 2 or 8 items (as for few heads on a large GPU), merged at
     the end of the tile."""
-    _kernel_device(device)
-    if case.dtype not in device.info.dtypes:
-        pytest.skip(f"{device.id} has no {case.dtype}")
+    _kernel_device(device, case.dtype)
     arrays = case.make(rng)
     types = [TensorType(a.shape, a.dtype) for a in arrays]
     with attention_op.forcing("tiled", lanes=lanes):
@@ -130,9 +129,7 @@ def test_rows_dealt_among_lanes_match_the_float64_reference(device, rng, case, l
 @pytest.mark.parametrize("case", LONG, ids=[c.id for c in LONG])
 def test_long_query_blocks_take_the_tiled_kernel_where_forced(device, case):
     """Every long case runs tiled when forced (the test above would skip it otherwise), on every kernel device."""
-    _kernel_device(device)
-    if case.dtype not in device.info.dtypes:
-        pytest.skip(f"{device.id} has no {case.dtype}")
+    _kernel_device(device, case.dtype)
     types = [TensorType(a.shape, a.dtype) for a in case.make(np.random.default_rng(0))]
     attrs, _ = get(A).prepare(types, dict(case.attrs))
     with attention_op.forcing("tiled"):
@@ -188,9 +185,7 @@ def test_a_tiled_run_leaves_the_device_usable_after_a_refused_call(device, rng):
 @pytest.mark.parametrize("case", LANE_CASES, ids=[c.id for c in LANE_CASES])
 def test_blocked_kernel_with_each_row_count_matches_the_float64_reference(device, rng, case, rows):
     """The blocked kernel with 1, 2 and 4 query rows an item: tiles of 16 to 64 rows over ragged ends."""
-    _kernel_device(device)
-    if case.dtype not in device.info.dtypes:
-        pytest.skip(f"{device.id} has no {case.dtype}")
+    _kernel_device(device, case.dtype)
     arrays = case.make(rng)
     types = [TensorType(a.shape, a.dtype) for a in arrays]
     with attention_op.forcing("blocked", rows=rows):
@@ -225,9 +220,7 @@ MAJOR_CASES = [c for c in LONG + OP_CASES if c.id in ("gqa-mask-nan-rows", "caus
 def test_sequence_major_operands_match_the_float64_reference(device, rng, case, form, flags):
     """q, k, v and the output (B, S, H, D) where flagged, as an exported model's projections write them, on
     each plan; the reference transposes them."""
-    _kernel_device(device)
-    if case.dtype not in device.info.dtypes:
-        pytest.skip(f"{device.id} has no {case.dtype}")
+    _kernel_device(device, case.dtype)
     if flags[1] and case.attrs.get("k_transposed"):
         flags = (flags[0], 0, *flags[2:])
     major = _sequence_major(case, flags)

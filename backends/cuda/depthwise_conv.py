@@ -20,11 +20,12 @@ from typing import Any
 import cupy
 import numpy as np
 
+from . import vector_kernels
 from .backend import _cupy_at as _at
 from .timing import gpu_ms
 
 #: element types the kernel takes
-DTYPES = {np.dtype(np.float16): "__half", np.dtype(np.float32): "float"}
+DTYPES = vector_kernels.DTYPES
 #: threads of a block
 BLOCK = 128
 #: (V, TW) choices a layer's tuning times, where its channels divide by V and its width is at least TW
@@ -33,9 +34,6 @@ CHOICES = ((2, 4), (2, 8), (4, 4), (1, 4))
 MAX_WIDTH, MAX_COLUMNS = 15, 40
 
 _SOURCE = r"""
-#include <cuda_fp16.h>
-struct alignas(VB) vec_t { T v[V]; };
-
 extern "C" __global__ void __launch_bounds__(BLOCK) devicelayer_depthwise_last(
     const T* __restrict__ x, const T* __restrict__ taps, const T* __restrict__ bias, const T* __restrict__ z,
     T* __restrict__ y, long long total, int C, int IH, int IW, int OH, int OW, int PH, int PW)
@@ -101,9 +99,6 @@ extern "C" __global__ void __launch_bounds__(BLOCK) devicelayer_depthwise_last(
 }
 """
 
-_kernels: dict[tuple, Any] = {}
-
-
 def takes(ins: Any, outs: Any, attrs: dict) -> bool:
     """Whether the call is a 2-D depthwise convolution (one filter per channel) of a type the kernel takes, with
     no activation or ReLU, and a window the kernel holds."""
@@ -125,19 +120,13 @@ def choices(ins: Any, outs: Any, attrs: dict) -> list[tuple[int, int]]:
 
 
 def _kernel(dtype: np.dtype, ins: Any, attrs: dict, v: int, tw: int) -> Any:
-    """The kernel for one layer geometry and choice (compiled once per process; CuPy keeps it on disk)."""
-    wt = ins[1]
-    kh, kw = wt.shape[2:]
+    """The kernel for one layer geometry and choice."""
+    kh, kw = ins[1].shape[2:]
     (sh, sw), (dh, dw) = attrs["strides"], attrs["dilations"]
-    bias, summand, relu = len(ins) >= 3, len(ins) == 4, attrs.get("activation") == "relu"
-    key = (dtype, kh, kw, sh, sw, dh, dw, v, tw, bias, summand, relu)
-    if key not in _kernels:
-        defines = {"T": DTYPES[dtype], "V": v, "VB": v * dtype.itemsize, "TW": tw, "KH": kh, "KW": kw, "SH": sh,
-                   "SW": sw, "DH": dh, "DW": dw, "L": (tw - 1) * sw + (kw - 1) * dw + 1, "BLOCK": BLOCK,
-                   "HAS_BIAS": int(bias), "HAS_Z": int(summand), "RELU": int(relu)}
-        head = "".join(f"#define {k} {val}\n" for k, val in defines.items())
-        _kernels[key] = cupy.RawKernel(head + _SOURCE, "devicelayer_depthwise_last")
-    return _kernels[key]
+    return vector_kernels.compiled(
+        _SOURCE, "devicelayer_depthwise_last", dtype, v, TW=tw, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw,
+        L=(tw - 1) * sw + (kw - 1) * dw + 1, BLOCK=BLOCK, HAS_BIAS=int(len(ins) >= 3), HAS_Z=int(len(ins) == 4),
+        RELU=int(attrs.get("activation") == "relu"))
 
 
 def taps(dev: Any, stream: Any, wt: Any, w: int, keep: list) -> int:

@@ -17,13 +17,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import cupy
 import numpy as np
 
+from . import vector_kernels
 from .backend import _address, _Vendor
 
 #: element types the kernel takes
-DTYPES = {np.dtype(np.float16): "__half", np.dtype(np.float32): "float"}
+DTYPES = vector_kernels.DTYPES
 #: the longest rows
 MAX_K = 4096
 #: vectors each lane aims to hold (rows short enough get fewer lanes)
@@ -32,9 +32,6 @@ PER_LANE = 4
 BLOCK = 256
 
 _SOURCE = r"""
-#include <cuda_fp16.h>
-struct alignas(VB) vec_t { T v[V]; };
-
 extern "C" __global__ void __launch_bounds__(BLOCK) devicelayer_row_norm(
     const T* __restrict__ x, const T* __restrict__ scale, const T* __restrict__ bias, T* __restrict__ y,
     float* __restrict__ mean_out, float* __restrict__ inv_out, long long rows, float eps)
@@ -97,9 +94,6 @@ extern "C" __global__ void __launch_bounds__(BLOCK) devicelayer_row_norm(
 }
 """
 
-_kernels: dict[tuple, Any] = {}
-
-
 def shape_of(ins: Any, attrs: dict) -> tuple[int, int] | None:
     """(rows, row length) of a call this kernel takes, None where it takes none."""
     x = ins[0]
@@ -122,18 +116,6 @@ def form(k: int, dtype: np.dtype, aligned: bool) -> tuple[int, int, int]:
     while lanes < 32 and lanes * PER_LANE < vectors:
         lanes *= 2
     return v, lanes, -(-vectors // lanes)
-
-
-def _kernel(dtype: np.dtype, k: int, v: int, lanes: int, nv: int, center: bool, scale: bool, bias: bool,
-            stats: bool) -> Any:
-    key = (dtype, k, v, lanes, center, scale, bias, stats)
-    if key not in _kernels:
-        defines = {"T": DTYPES[dtype], "V": v, "VB": v * dtype.itemsize, "L": lanes, "NV": nv, "K": k,
-                   "BLOCK": BLOCK, "CENTER": int(center), "HAS_SCALE": int(scale), "HAS_BIAS": int(bias),
-                   "STATS": int(stats)}
-        head = "".join(f"#define {name} {value}\n" for name, value in defines.items())
-        _kernels[key] = cupy.RawKernel(head + _SOURCE, "devicelayer_row_norm")
-    return _kernels[key]
 
 
 class RowNorm(_Vendor):
@@ -160,7 +142,9 @@ class RowNorm(_Vendor):
         scale = addresses[1] if len(ins) > 1 else x
         bias = addresses[2] if len(ins) > 2 else x
         mean, inv = ((_address(out_bufs[1]), _address(out_bufs[2])) if stats else (y, y))
-        kernel = _kernel(dtype, k, v, lanes, nv, center, len(ins) > 1, len(ins) > 2, stats)
+        kernel = vector_kernels.compiled(_SOURCE, "devicelayer_row_norm", dtype, v, L=lanes, NV=nv, K=k, BLOCK=BLOCK,
+                                         CENTER=int(center), HAS_SCALE=int(len(ins) > 1),
+                                         HAS_BIAS=int(len(ins) > 2), STATS=int(stats))
         total = rows * lanes
         with stream:
             kernel((-(-total // BLOCK),), (BLOCK,),

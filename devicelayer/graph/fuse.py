@@ -151,13 +151,12 @@ def _elementwise_around(nodes: list[Node], found: list, types: Mapping[int, Tens
     groups = _elementwise(units, types, outputs, consumers(units),
                           lambda n: stand_in[id(n)].device if id(n) in stand_in else placement.of(n), taken,
                           allowed)
-    kept = list(found)
+    absorbed: set[int] = set()  # ids of the patterns a group took in
     for g in groups:
-        absorbed = [stand_in[id(m)] for m in g.members if id(m) in stand_in]
-        if absorbed:
+        if any(id(u) in stand_in for u in g.members):
+            absorbed.update(id(stand_in[id(u)]) for u in g.members if id(u) in stand_in)
             g.members = [m for u in g.members for m in (stand_in[id(u)].members if id(u) in stand_in else [u])]
-            kept = [r for r in kept if all(r is not a for a in absorbed)]
-    return kept + groups
+    return [r for r in found if id(r) not in absorbed] + groups
 
 
 def _elementwise(nodes: list[Node], types: Mapping[int, TensorType], outputs: set[int],
@@ -209,8 +208,8 @@ def _acyclic(members: list[Node], index: Mapping[int, int], producer: Mapping[in
     ``producer``: each value's producing node by value id)."""
     ids = {id(m) for m in members}
     start = min(index[i] for i in ids)
-    stack = [producer[id(v)] for m in members for v in m.inputs
-             if id(v) in producer and id(producer[id(v)]) not in ids and index.get(id(producer[id(v)]), -1) > start]
+    before = [producer.get(id(v)) for m in members for v in m.inputs]
+    stack = [p for p in before if p is not None and id(p) not in ids and index.get(id(p), -1) > start]
     seen: set[int] = set()
     while stack:
         n = stack.pop()

@@ -36,6 +36,11 @@ MMA_LANGUAGES = frozenset({"glsl"})
 #: element again), WIDE(w, u) is its element u, WIDE_DECL(type, N, w) declares one to fill, WIDE_STORE(type, N,
 #: array, first, n, w) writes those before n
 WIDE_LANGUAGES = frozenset({"cuda-c"})
+#: the wide-access macros of the other languages: one element at a time
+_ONE_AT_A_TIME = r"""#define WIDE(w, u) (w[u])
+#define WIDE_DECL(TY, N, w) TY w[N];
+#define WIDE_LOAD(TY, N, arr, i0, n, w) TY w[N]; for (int dl_k = 0; dl_k < (N); ++dl_k) w[dl_k] = arr[(i0) + dl_k < (n) ? (i0) + dl_k : (n) - 1];
+#define WIDE_STORE(TY, N, arr, i0, n, w) for (int dl_k = 0; dl_k < (N); ++dl_k) if ((i0) + dl_k < (n)) arr[(i0) + dl_k] = w[dl_k];"""
 
 
 def _acc(elem: str) -> str:
@@ -155,10 +160,7 @@ typedef ushort u16;
 #define CAST(t, v) ((t)(v))
 #define VEC4 float4
 #define LDS4(arr, i) (*(const __local float4*)(&(arr)[i]))
-#define WIDE(w, u) (w[u])
-#define WIDE_DECL(TY, N, w) TY w[N];
-#define WIDE_LOAD(TY, N, arr, i0, n, w) TY w[N]; for (int dl_k = 0; dl_k < (N); ++dl_k) w[dl_k] = arr[(i0) + dl_k < (n) ? (i0) + dl_k : (n) - 1];
-#define WIDE_STORE(TY, N, arr, i0, n, w) for (int dl_k = 0; dl_k < (N); ++dl_k) if ((i0) + dl_k < (n)) arr[(i0) + dl_k] = w[dl_k];
+""" + _ONE_AT_A_TIME + r"""
 #define DL_INF INFINITY
 #define DL_NAN NAN
 #define dl_max(a, b) (((a) > (b) || (a) != (a)) ? (a) : (b))
@@ -214,10 +216,7 @@ _GLSL_PRELUDE = r"""
 #define CAST(t, v) t(v)
 #define VEC4 vec4
 #define LDS4(arr, i) vec4((arr)[i], (arr)[(i) + 1], (arr)[(i) + 2], (arr)[(i) + 3])
-#define WIDE(w, u) (w[u])
-#define WIDE_DECL(TY, N, w) TY w[N];
-#define WIDE_LOAD(TY, N, arr, i0, n, w) TY w[N]; for (int dl_k = 0; dl_k < (N); ++dl_k) w[dl_k] = arr[(i0) + dl_k < (n) ? (i0) + dl_k : (n) - 1];
-#define WIDE_STORE(TY, N, arr, i0, n, w) for (int dl_k = 0; dl_k < (N); ++dl_k) if ((i0) + dl_k < (n)) arr[(i0) + dl_k] = w[dl_k];
+""" + _ONE_AT_A_TIME + r"""
 #define DL_INF uintBitsToFloat(0x7F800000u)
 #define DL_NAN uintBitsToFloat(0x7FC00000u)
 float dl_max(float a, float b) { return (a > b || isnan(a)) ? a : b; }

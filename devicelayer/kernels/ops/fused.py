@@ -181,7 +181,7 @@ class _Kernel:
         body.append("    }")
         self.items = -(-self.size // wide)
         params = [Param(f"dl_in{j}", dialect_type(t.dtype), "in") for j, t in enumerate(inputs)]
-        params += [Param(f"dl_out{k}", dialect_type(types[s].dtype), "out") for k, s in enumerate(outputs)]
+        params += [Param(f"dl_out{k}", t, "out") for k, t in enumerate(out_types)]
         params += [p for p, _ in scalars]
         text = "".join(body)
         digest = hashlib.sha1((text + repr(params)).encode()).hexdigest()[:16]
