@@ -106,3 +106,44 @@ def test_only_languages_with_wide_accesses_take_them_by_default(device):
     wide = fused.wide_elements([t, t], [t], device.info)
     assert wide == (8 if device.info.kernel_language in WIDE_LANGUAGES else 1)
     assert fused.wide_elements([t], [TensorType((4, 4), t.dtype)], device.info) == 1  # (too few elements)
+
+
+LONE = {
+    "add, same shapes, float16": ("add", {}, [((3, 7, 45), np.float16), ((3, 7, 45), np.float16)]),
+    "mul by a per-channel scale, float32": ("mul", {}, [((2, 6, 5, 7), np.float32), ((6, 1, 1), np.float32)]),
+    "greater, a bool result": ("greater", {}, [((5, 33), np.float32), ((5, 33), np.float32)]),
+    "sigmoid, float16": ("sigmoid", {}, [((3, 101), np.float16)]),
+    "leaky_relu with its alpha, float32": ("leaky_relu", {"alpha": 0.3}, [((7, 19), np.float32)]),
+    "int32 sub": ("sub", {}, [((4, 9), np.int32), ((9,), np.int32)]),
+}
+
+
+@pytest.mark.parametrize("case", list(LONE))
+def test_a_lone_pointwise_op_runs_as_a_wide_fused_kernel(kernel_device, case, rng):
+    """A Unary or Binary op alone, where wide runs apply, plans the fused kernel of its one step
+    (``fused.wide_plan``) and computes what its NumPy reference does, poisoned outputs filled."""
+    name, attrs, specs = LONE[case]
+    _needs(kernel_device, *(dtype for _, dtype in specs))
+    arrays = [a if a.dtype.kind == "f" else (a * 10).astype(a.dtype) for a in _arrays(rng, specs)]
+    op = get(name)
+    types = [TensorType(a.shape, a.dtype) for a in arrays]
+    checked, outs = op.prepare(types, dict(attrs))
+    plan = op.plan(types, outs, checked, kernel_device.info)
+    assert len(plan.steps) == 1 and plan.steps[0].spec.name.startswith("fused_")
+    assert "WIDE_LOAD" in plan.steps[0].spec.body
+    with np.errstate(all="ignore"):
+        want = op.reference(arrays, checked)[0]
+    got = dl.tensor(np.full(outs[0].shape, np.nan if outs[0].dtype.kind == "f" else 7, outs[0].dtype), kernel_device)
+    dl.ops.run(name, [dl.tensor(a, kernel_device) for a in arrays], out=[got], **attrs)
+    tol = 2e-3 if any(a.dtype == np.float16 for a in arrays) else 2e-6
+    np.testing.assert_allclose(got.numpy().astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
+
+
+def test_a_small_lone_op_keeps_its_own_kernel(device):
+    """Below ``WIDE_MIN`` output elements (and on languages without wide accesses) the op's own kernel runs."""
+    if device.info.kernel_language == "python":
+        pytest.skip("the host runs NumPy")
+    types = [TensorType((3, 5), np.float32)] * 2
+    op = get("add")
+    checked, outs = op.prepare(types, {})
+    assert not op.plan(types, outs, checked, device.info).steps[0].spec.name.startswith("fused_")

@@ -261,6 +261,11 @@ class Binary(Op):
 
     def plan(self, inputs: Sequence[TensorType], outputs: Sequence[TensorType], attrs: dict[str, Any],
              info: DeviceInfo) -> Plan:
+        from .fused import wide_plan  # (fused composes this module's ops)
+
+        wide = wide_plan(self, inputs, outputs, attrs, info)
+        if wide is not None:
+            return wide
         elem = dialect_type(inputs[0].dtype)
         out = "uchar" if self.predicate else "T"
         tag = "_".join(p for p in (elem, *(dialect_type(t.dtype) for t in inputs[1:] if t.dtype != inputs[0].dtype),

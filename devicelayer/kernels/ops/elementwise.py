@@ -111,6 +111,11 @@ class Unary(Op):
 
     def plan(self, inputs: Sequence[TensorType], outputs: Sequence[TensorType], attrs: dict[str, Any],
              info: DeviceInfo) -> Plan:
+        from .fused import wide_plan  # (fused composes this module's ops)
+
+        wide = wide_plan(self, inputs, outputs, attrs, info)
+        if wide is not None:
+            return wide
         elem = dialect_type(inputs[0].dtype)
         scalar = scalar_type(elem)
         spec = KernelSpec(

@@ -131,6 +131,20 @@ def wide_elements(inputs: Sequence[TensorType], outputs: Sequence[TensorType], i
     return max(1, min(8, 16 // widest))
 
 
+def wide_plan(op: Op, inputs: Sequence[TensorType], outputs: Sequence[TensorType], attrs: dict[str, Any],
+              info: DeviceInfo) -> Plan | None:
+    """A lone Unary or Binary op's plan as a fused kernel of one step where that kernel computes a run of elements a
+    work item (``wide_elements``): its same-shaped operands and its result move 16 bytes at a time; None where it
+    would compute one element a work item (the op's own kernel is as fast) or cannot run on ``info``."""
+    if not fusable(op.name) or wide_elements(inputs, outputs, info) == 1:
+        return None
+    chain = {"steps": ((op.name, attrs, tuple(range(len(inputs)))),), "outputs": (0,)}
+    fused = get("fused_elementwise")
+    if fused.unsupported(inputs, chain, info) is not None:
+        return None
+    return fused.plan(inputs, outputs, chain, info)
+
+
 class _Kernel:
     """The fused kernel's spec, launch arguments (after the buffers) and what it needs of a device; ``wide``:
     elements each work item computes (its same-shaped inputs and its outputs moved by WIDE_LOAD and WIDE_STORE)."""
@@ -395,4 +409,4 @@ class FusedElementwise(Op):
         return Plan([Launch(kernel.spec, tuple(args), groups_for(kernel.items, local, info), (local,))])
 
 
-__all__ = ["FusedElementwise", "fusable", "compose", "FUSABLE_KINDS"]
+__all__ = ["FusedElementwise", "fusable", "compose", "wide_plan", "FUSABLE_KINDS"]
