@@ -4,6 +4,8 @@ counts; the chain left apart where it cannot be an epilogue."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -237,3 +239,141 @@ def test_a_vendor_library_that_applies_the_epilogue_takes_the_chain(rng, monkeyp
         assert plan.kernel_counts() == {"before": 3, "after": 1}
     finally:
         plan.release()
+
+
+def _views_compiled(g: dl.Graph, device, feeds: dict, absorbed: int) -> dl.Graph:
+    """Compile ``g`` fused and unfused on ``device``; the fused plan has ``absorbed`` launches fewer, and both match
+    float64 (outputs poisoned). Returns the fused graph."""
+    fused, plain = g.compile([device]), g.compile([device], fuse=False)
+    try:
+        assert fused.kernel_counts()["after"] == plain.kernel_counts()["after"] - absorbed
+        got, unfused = poisoned_run(fused, feeds), poisoned_run(plain, feeds)
+        want = reference64(g, feeds)
+        for name in want:
+            close(got[name], want[name], 2e-4)
+            close(got[name], unfused[name].astype(np.float64), 2e-4)
+        return fused.graph
+    finally:
+        fused.release()
+        plain.release()
+
+
+def _projection(g: dl.Graph, x, rng, n: int):
+    """GPT-2's Conv1D as exported: the sequence flattened to rows, Gemm with its bias row, the rows reshaped back."""
+    b, t, k = x.shape
+    w = g.constant(rng.standard_normal((n, k)).astype(np.float32) * 0.3)
+    c = g.constant(rng.standard_normal(n).astype(np.float32))
+    return g.reshape(g.gemm(g.reshape(x, shape=[-1, k]), w, c, transB=1), shape=[b, t, n])
+
+
+def test_a_residual_read_through_a_reshape_is_the_products_epilogue(device, rng):
+    """gemm -> reshape -> add(residual) -> relu (GPT-2's projection and residual): the chain runs on the product's
+    rows, the residual reshaped to them, in the product's launch (cuBLASLt's summand and ReLU on CUDA); the result
+    is reshaped after."""
+    from devicelayer.graph.epilogues import VIEWS
+
+    g = dl.Graph()
+    x = g.input("x", (2, 5, 12))
+    residual = g.softmax(g.input("r", (2, 5, 7)), axis=-1)  # (made by a node: its reshape is free)
+    g.output("y", g.softmax(g.relu(g.add(_projection(g, x, rng, 7), residual)), axis=-1))
+    feeds = {"x": rng.standard_normal((2, 5, 12)).astype(np.float32),
+             "r": rng.standard_normal((2, 5, 7)).astype(np.float32)}
+    graph = _views_compiled(g, device, feeds, 2)
+    ops = [n for n in graph.needed() if n.op not in VIEWS]
+    assert sorted(n.op for n in ops) == ["gemm", "softmax", "softmax"]
+    [gemm] = [n for n in ops if n.op == "gemm"]
+    assert [st[0] for st in gemm.attrs["epilogue"]] == ["add", "relu"]
+    assert gemm.outputs[0].shape == (10, 7) and graph.outputs["y"].producer.inputs[0].shape == (2, 5, 7)
+
+
+@pytest.mark.parametrize("scale", ["row", "leading ones", "scalar"])
+def test_a_scale_read_through_a_reshape_takes_the_products_shape(device, scale, rng):
+    """gemm -> reshape -> add(residual) -> mul(scale) -> relu: a (1, 1, n) scale becomes (n,) on the product's rows.
+    A device whose vendor library takes the product but applies no such scale (cuBLASLt) keeps the chain as one
+    fused kernel after it; elsewhere the chain is the product's epilogue."""
+    from devicelayer.graph.epilogues import VIEWS
+
+    g = dl.Graph()
+    x = g.input("x", (2, 5, 12))
+    residual = g.softmax(g.input("r", (2, 5, 7)), axis=-1)
+    shapes = {"row": (7,), "leading ones": (1, 1, 7), "scalar": ()}
+    s = g.constant((rng.standard_normal(shapes[scale]) + 2).astype(np.float32))
+    g.output("y", g.softmax(g.relu(g.mul(g.add(_projection(g, x, rng, 7), residual), s)), axis=-1))
+    feeds = {"x": rng.standard_normal((2, 5, 12)).astype(np.float32),
+             "r": rng.standard_normal((2, 5, 7)).astype(np.float32)}
+    vendor = _vendor_takes(device, "gemm", [(10, 12), (12, 7), (7,)], (10, 7))
+    graph = _views_compiled(g, device, feeds, 2 if vendor else 3)
+    ops = sorted(n.op for n in graph.needed() if n.op not in VIEWS)
+    if vendor:
+        assert ops == ["fused_elementwise", "gemm", "softmax", "softmax"]
+        return
+    assert ops == ["gemm", "softmax", "softmax"]
+    [gemm] = [n for n in graph.needed() if n.op == "gemm"]
+    assert [st[0] for st in gemm.attrs["epilogue"]] == ["add", "mul", "relu"]
+    assert gemm.inputs[-1].shape == (() if scale == "scalar" else (7,))
+
+
+def test_a_tanh_gelu_read_through_a_reshape_is_the_products_epilogue(device, rng):
+    """GPT-2's MLP: gemm -> reshape -> the tanh-GELU chain as exported: GELU is the product's epilogue."""
+    from devicelayer.graph.epilogues import VIEWS
+
+    g = dl.Graph()
+    x = g.input("x", (2, 4, 8))
+    h = _projection(g, x, rng, 12)
+    cube = g.pow(h, np.float32(3.0))
+    inner = g.mul(g.add(h, g.mul(cube, np.float32(0.044715))), np.float32(math.sqrt(2 / math.pi)))
+    g.output("y", g.sum(g.mul(g.mul(h, np.float32(0.5)), g.add(g.tanh(inner), np.float32(1.0))), axes=[-1]))
+    feeds = {"x": rng.standard_normal((2, 4, 8)).astype(np.float32)}
+    fused = g.compile([device])
+    try:
+        ops = [n for n in fused.graph.needed() if n.op not in VIEWS]
+        assert [n.op for n in ops] == ["gemm", "sum"] and [st[0] for st in ops[0].attrs["epilogue"]] == ["gelu_tanh"]
+        close(poisoned_run(fused, feeds)["y"], reference64(g, feeds)["y"], 2e-4)
+    finally:
+        fused.release()
+
+
+@pytest.mark.parametrize("case", ["varies along merged dims", "graph input residual", "chain is an output",
+                                  "view read twice"])
+def test_a_chain_through_a_reshape_stays_apart_where_it_cannot_move(device, case, rng):
+    """Through a view the chain stays apart where an operand varies along the dims the product's rows merge,
+    where the reshape an operand needs would copy a graph input each run, where the chain's result is a graph
+    output (its reshape would be a copy), or where the view is read outside the chain; values match float64."""
+    g = dl.Graph()
+    x = g.input("x", (2, 5, 12))
+    v = _projection(g, x, rng, 7)
+    other = {"varies along merged dims": lambda: g.constant(rng.standard_normal((2, 1, 7)).astype(np.float32)),
+             "graph input residual": lambda: g.input("r", (2, 5, 7))}.get(case, lambda: g.constant(np.float32(2)))()
+    y = g.relu(g.add(v, other))
+    if case == "chain is an output":
+        g.output("y", y)
+    else:
+        g.output("y", g.softmax(y, axis=-1))
+    if case == "view read twice":
+        g.output("v", g.sum(v, axes=[-1], keepdims=False))
+    feeds = {"x": rng.standard_normal((2, 5, 12)).astype(np.float32)}
+    if case == "graph input residual":
+        feeds["r"] = rng.standard_normal((2, 5, 7)).astype(np.float32)
+    fused = g.compile([device])
+    try:
+        assert all(not n.attrs.get("epilogue") or n.outputs[0].shape == (2, 5, 7) for n in fused.graph.needed()
+                   if n.op == "gemm")
+        assert not any(n.name.endswith(":out") for n in fused.graph.needed())
+        got, want = poisoned_run(fused, feeds), reference64(g, feeds)
+        for name in want:
+            close(got[name], want[name], 2e-4)
+    finally:
+        fused.release()
+
+
+def test_folded_shapes():
+    from devicelayer.graph.epilogues import folded_shape
+
+    assert folded_shape((2, 5, 7), (2, 5, 7), (10, 7)) == (10, 7)
+    assert folded_shape((7,), (2, 5, 7), (10, 7)) == (7,)
+    assert folded_shape((1, 1, 7), (2, 5, 7), (10, 7)) == (7,)
+    assert folded_shape((), (2, 5, 7), (10, 7)) == ()
+    assert folded_shape((2, 1, 7), (2, 5, 7), (10, 7)) is None
+    assert folded_shape((5, 7), (2, 5, 7), (10, 7)) is None
+    assert folded_shape((1, 4), (2, 3, 4), (2, 12)) is None  # (no trailing dim shared)
+    assert folded_shape((1, 1, 1), (2, 3, 4), (2, 12)) == ()

@@ -353,6 +353,51 @@ def test_silu_is_one_swish_on_the_host_and_one_fused_kernel_elsewhere(device, sw
         plan.release()
 
 
+@pytest.mark.parametrize("gate_steps, escapes, forced", [(1, False, True), (3, False, True), (4, False, True),
+                                                        (5, False, True), (1, True, True), (1, False, False)])
+def test_a_small_gate_is_computed_again_inside_the_product_it_scales(device, gate_steps, escapes, forced, rng,
+                                                                     monkeypatch):
+    """A squeeze-and-excitation gate: sigmoid (or a chain of up to fusion.RECOMPUTED_STEPS steps) of an (N, C, 1, 1)
+    tensor times an (N, C, H, W) one. Where the device ``recomputes`` (a GPU; ``forced``: every kernel device) the
+    gate joins the product's kernel, computed again for each element; the host, a longer chain, or a gate also
+    read elsewhere keep it apart. Values match float64."""
+    from devicelayer.graph import fuse
+
+    dev = device if not isinstance(device, str) else dl.device(device)
+    if forced:
+        monkeypatch.setattr(fuse, "recomputes", lambda d: d.info.kernel_language != "python")
+    g = dl.Graph()
+    x = g.input("x", (2, 8, 6, 5))
+    gate_in = g.input("s", (2, 8, 1, 1))
+    gate = g.sigmoid(gate_in)
+    for _ in range(gate_steps - 1):
+        gate = g.tanh(gate)
+    if escapes:
+        g.output("gate", gate)
+    g.output("y", g.relu(g.mul(x, gate)))
+    feeds = {"x": rng.standard_normal((2, 8, 6, 5)).astype(np.float32),
+             "s": rng.standard_normal((2, 8, 1, 1)).astype(np.float32) * 3}
+    plan = g.compile([device])
+    try:
+        joined = (dev.info.kernel_language != "python" and (forced or dev.info.device_type == "gpu")
+                  and gate_steps <= fuse.RECOMPUTED_STEPS and not escapes)
+        fused = [n for n in plan.graph.needed() if n.op == "fused_elementwise"]
+        if joined:
+            assert [n.op for n in plan.graph.needed()] == ["fused_elementwise"]
+            assert len(plan.fusion.groups[0].members) == gate_steps + 2
+            assert plan.kernel_counts() == {"before": gate_steps + 2, "after": 1}
+        else:  # the product and relu fuse; the gate's own steps stay out of their kernel
+            groups = plan.fusion.groups if plan.fusion else []
+            assert all(("mul" in [op for _, op in gr.members]) <= (len(gr.members) == 2) for gr in groups)
+            assert len(fused) <= 2 and plan.kernel_counts()["after"] >= 2
+        got, want = poisoned_run(plan, feeds), reference64(g, feeds)
+        assert set(got) == set(want)
+        for name in want:
+            close(got[name], want[name], 2e-4)
+    finally:
+        plan.release()
+
+
 def test_silu_whose_sigmoid_is_also_an_output_is_not_replaced(rng):
     g = dl.Graph()
     x = g.input("x", (3, 7))

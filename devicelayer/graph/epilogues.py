@@ -23,6 +23,8 @@ from .placement import Placement
 
 #: ops that take an epilogue
 PRODUCERS = ("matmul", "gemm")
+#: ops that only give a dense tensor another shape: a product read through one still takes the chain after it
+VIEWS = ("reshape", "flatten", "squeeze", "unsqueeze")
 
 
 def _vendor_takes(device: Any, node: Node, ins: Sequence[TensorType], out: TensorType,
@@ -63,12 +65,49 @@ def _chain(members: Sequence[Node], product: Value) -> tuple[list[Value], tuple]
     return extras, steps
 
 
+def folded_shape(shape: tuple[int, ...], view: tuple[int, ...], product: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The shape an operand of ``shape``, broadcast against a product's result seen as ``view``, takes to give the
+    same elements against the result's own ``product`` shape: the product's shape where it is the view's, its
+    trailing dims where it varies only along the trailing dims both shapes share; None otherwise."""
+    if tuple(shape) == tuple(view):
+        return tuple(product)
+    shared = 0
+    while shared < min(len(view), len(product)) and view[-1 - shared] == product[-1 - shared]:
+        shared += 1
+    if any(d != 1 for d in shape[:max(0, len(shape) - shared)]):
+        return None
+    return tuple(shape[max(0, len(shape) - shared):])
+
+
+def _through_view(node: Node, users: list[Node], readers: Mapping[int, list[Node]], outputs: set[int],
+                  placement: Placement, blocked: set[int]) -> Node | None:
+    """The view node (``VIEWS``) that alone reads ``node``'s result, on its device and free to take; else None."""
+    if len(users) != 1 or users[0].op not in VIEWS or id(users[0]) in blocked:
+        return None
+    view = users[0]
+    if id(view.outputs[0]) in outputs or placement.of(view) is not placement.of(node):
+        return None
+    return view if readers.get(id(view.outputs[0])) else None
+
+
+def _pattern_unit(users: list[Node], patterns_of: Mapping[int, Replacement]) -> tuple[Replacement, Node] | None:
+    """The pointwise pattern (GELU) whose members are all of ``users``' pattern, with a node standing for it."""
+    r = patterns_of.get(id(users[0]))
+    if r is None or not fusable(r.op) or len(r.outputs) != 1 or any(patterns_of.get(id(u)) is not r for u in users):
+        return None
+    return r, Node(f"{r.kind}#stand-in", r.op, list(r.inputs), list(r.outputs), dict(r.attrs))
+
+
 def attach(nodes: Sequence[Node], types: Mapping[int, TensorType], outputs: set[int],
            readers: Mapping[int, list[Node]], placement: Placement, taken: set[int],
            found: list[Replacement]) -> list[Replacement]:
-    """``found`` with each pointwise group (or lone fusable node) that alone reads a product's result merged
-    into it as an epilogue replacement (see the module)."""
+    """``found`` with each pointwise group, pointwise pattern (GELU) or lone fusable node that alone reads a
+    product's result (directly, or through a view that alone reads it: ``VIEWS``) merged into it as an epilogue
+    replacement (see the module).  Through a view the chain runs on the product's own shape, its other operands
+    given that shape (``folded_shape``), and the result takes the view's shape after: ``extra["input_shapes"]`` and
+    ``extra["output_shape"]`` of the replacement, which ``fuse.contract`` makes reshapes."""
     group_of = {id(m): r for r in found if r.kind == "elementwise" for m in r.members}
+    patterns_of = {id(m): r for r in found if r.kind not in ("elementwise", "epilogue") for m in r.members}
     claimed = {id(m) for r in found for m in r.members}
     result = list(found)
     for node in nodes:
@@ -79,43 +118,72 @@ def attach(nodes: Sequence[Node], types: Mapping[int, TensorType], outputs: set[
         users = readers.get(id(product), [])
         if id(product) in outputs or not users:
             continue
+        view = _through_view(node, users, readers, outputs, placement, taken | claimed)
+        read = view.outputs[0] if view is not None else product
+        if view is not None:
+            users = readers[id(read)]
         group = group_of.get(id(users[0]))
+        pattern = None if group is not None else _pattern_unit(users, patterns_of)
         if group is not None:
             members = list(group.members)
             if group.attrs["outputs"] != (len(members) - 1,):
                 continue
+        elif pattern is not None:
+            members = [pattern[1]]
         elif (len(users) == 1 and id(users[0]) not in taken and id(users[0]) not in claimed
               and fusable(users[0].op) and len(users[0].outputs) == 1):
             members = [users[0]]
         else:
             continue
-        ids = {id(m) for m in members}
+        ids = {id(m) for m in members} | ({id(m) for m in pattern[0].members} if pattern else set())
         device = placement.of(node)
-        if any(id(u) not in ids for u in users) or placement.of(members[0]) is not device:
+        if any(id(u) not in ids for u in users) or (pattern[0].device if pattern else placement.of(members[0])) \
+                is not device:
             continue
-        chain = _chain(members, product)
+        chain = _chain(members, read)
         if chain is None:
             continue
         extras, steps = chain
+        last = members[-1].outputs[0]
+        extra_types = [types[id(v)] for v in extras]
+        shapes: dict[int, tuple[int, ...]] = {}
+        if view is not None:
+            if id(last) in outputs:  # (a graph output's reshape would be a copy each run)
+                continue
+            folded = [folded_shape(t.shape, types[id(read)].shape, types[id(product)].shape) for t in extra_types]
+            # (a graph input's reshape would be a copy each run too)
+            if any(f is None or (f != t.shape and v.producer is None and v.constant is None)
+                   for f, t, v in zip(folded, extra_types, extras)):
+                continue
+            shapes = {len(node.inputs) + j: f for j, (f, t) in enumerate(zip(folded, extra_types)) if f != t.shape}
+            extra_types = [TensorType(f, t.dtype) for f, t in zip(folded, extra_types)]
         ins = [types[id(v)] for v in node.inputs]
         op = get(node.op)
-        all_in = ins + [types[id(v)] for v in extras]
+        all_in = ins + extra_types
         try:
             attrs, outs = op.prepare(all_in, {**node.attrs, "epilogue": steps, "epilogue_inputs": len(extras)})
         except DeviceLayerError:
             continue
-        last = members[-1].outputs[0]
-        if outs[0] != types[id(last)] or op.unsupported(all_in, attrs, device.info) is not None:
+        want = types[id(last)] if view is None else TensorType(types[id(product)].shape, types[id(last)].dtype)
+        if outs[0] != want or (view is not None and types[id(last)].shape != types[id(read)].shape) or \
+                op.unsupported(all_in, attrs, device.info) is not None:
             continue
         if _vendor_takes(device, node, ins, types[id(product)], node.attrs) and \
                 not _vendor_takes_epilogue(device, node, all_in, outs, attrs):
             continue
         if group is not None:
             result = [r for r in result if r is not group]
-        result.append(Replacement("epilogue", [node, *members], node.op, attrs, [*node.inputs, *extras], [last],
-                                  device))
-        claimed |= ids | {id(node)}
+        if pattern is not None:
+            result = [r for r in result if r is not pattern[0]]
+            members = list(pattern[0].members)
+        taken_members = [node, *([view] if view is not None else []), *members]
+        r = Replacement("epilogue", taken_members, node.op, attrs, [*node.inputs, *extras], [last], device)
+        if view is not None:
+            r.extra["input_shapes"] = shapes
+            r.extra["output_shape"] = types[id(read)].shape
+        result.append(r)
+        claimed |= {id(m) for m in taken_members}
     return result
 
 
-__all__ = ["attach", "PRODUCERS"]
+__all__ = ["attach", "folded_shape", "PRODUCERS", "VIEWS"]
