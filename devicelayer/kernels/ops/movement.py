@@ -1,7 +1,7 @@
 """Data movement: concat, split, slice, pad, transpose, reshape, flatten, squeeze, unsqueeze, gather,
 depth_to_space, space_to_depth (ONNX semantics), and channel_shuffle (ShuffleNet's channel interleave).
 
-Most of them are one strided copy: the output (or a block of it) is walked as an
+concat and split move every piece in one launch (``pieces``).  Most of the others are one strided copy: the output (or a block of it) is walked as an
 up-to-6-D box; each point reads the input at ``xo + sum(c[k] * a[k])`` and
 writes the output at ``yo + sum(c[k] * b[k])``.  Strides may be negative (slices
 with negative steps).  Dims are coalesced first, so higher ranks work whenever
@@ -24,6 +24,7 @@ from ...info import DeviceInfo
 from ..dialect import TYPES, KernelSpec, Param, dialect_type
 from ..op import Alias, Launch, Op, Plan, TensorType, add_flag, groups_for, kernel_takes, local_1d, register
 from .indices import checked_index, index_dtype, normalized, out_of_range
+from .pieces import piece_launches
 
 MAX_RANK = 6  # dims a copy kernel walks after coalescing
 
@@ -221,6 +222,12 @@ class Concat(Movement):
 
     def plan(self, inputs, outputs, attrs, info):
         axis = attrs["axis"]
+        sizes = [t.shape[axis] for t in inputs]
+        if sum(1 for t in inputs if t.size) > 1:  # (one launch for every PIECES inputs)
+            ct = copy_type(inputs[0].dtype)
+            if ct is None:
+                raise UnsupportedOp(f"{self.name}: no copy kernel for {inputs[0].dtype}")
+            return Plan(piece_launches(ct, outputs[0].shape, axis, sizes, True, info, self.name))
         ostrides = contiguous_strides(outputs[0].shape)
         steps, offset = [], 0
         for i, t in enumerate(inputs):
@@ -278,6 +285,11 @@ class Split(Movement):
 
     def plan(self, inputs, outputs, attrs, info):
         axis, src = attrs["axis"], inputs[0]
+        if sum(1 for t in outputs if t.size) > 1:  # (one launch for every PIECES outputs)
+            ct = copy_type(src.dtype)
+            if ct is None:
+                raise UnsupportedOp(f"{self.name}: no copy kernel for {src.dtype}")
+            return Plan(piece_launches(ct, src.shape, axis, attrs["split"], False, info, self.name))
         istrides = contiguous_strides(src.shape)
         steps, offset = [], 0
         for j, t in enumerate(outputs):
