@@ -123,7 +123,10 @@ def attach(nodes: Sequence[Node], types: Mapping[int, TensorType], outputs: set[
         if view is not None:
             users = readers[id(read)]
         group = group_of.get(id(users[0]))
-        pattern = None if group is not None else _pattern_unit(users, patterns_of)
+        # (a pattern joins on kernel devices: the host runs its op as one oneDNN call, which as a product's post-op
+        # would not treat NaN and infinities as the op does)
+        pattern = None if group is not None or placement.of(node).info.kernel_language == "python" else \
+            _pattern_unit(users, patterns_of)
         if group is not None:
             members = list(group.members)
             if group.attrs["outputs"] != (len(members) - 1,):
