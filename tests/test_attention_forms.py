@@ -253,3 +253,76 @@ def test_k_both_transposed_and_sequence_major_is_refused(device, rng):
         run(A, [q, q, q], k_transposed=True, sequence_major=(0, 1, 0, 0))
     with pytest.raises(dl.InvalidArgument, match="sequence, heads"):
         run(A, [tensor(np.ones((2, 8, 16), np.float32), device), q, q], sequence_major=(1, 0, 0, 0))
+
+
+def _packed(arrays, heads):
+    """q, k and v of a case (B, H, S, D, one S and D) as one (B, S, (Hq + 2·Hk)·D) tensor, and the mask after."""
+    q, k, v = arrays[:3]
+    B, _, S, D = q.shape
+    row = np.concatenate([np.swapaxes(t, 1, 2) for t in (q, k, v)], axis=2)
+    return [np.ascontiguousarray(row.reshape(B, S, -1))] + list(arrays[3:])
+
+
+PACKED_CASES = [
+    Case(A, _attn(B=2, Hq=4, Hk=4, Sq=70, Skv=70, Dk=32, Dv=32), {"is_causal": True}, id="mha-causal"),
+    Case(A, _attn(B=1, Hq=6, Hk=2, Sq=45, Skv=45, Dk=16, Dv=16, mask=((1, 1, 45, 45), "float"), neginf=True,
+                  full_row=True), {"nan_rows": True}, id="gqa-mask-nan-rows"),
+    Case(A, _attn(B=2, Hq=2, Hk=1, Sq=9, Skv=9, Dk=8, Dv=8, mask=((2, 2, 9, 9), "bool")), {"scale": 0.3},
+         id="mqa-bool-mask"),
+    Case(A, _attn(B=1, Hq=2, Hk=2, Sq=40, Skv=40, Dk=32, Dv=32, dtype="float16"), {"is_causal": True},
+         id="f16", dtype="float16"),
+]
+
+
+@pytest.mark.parametrize("out_major", [0, 1])
+@pytest.mark.parametrize("form", attention_op.FORMS)
+@pytest.mark.parametrize("case", PACKED_CASES, ids=[c.id for c in PACKED_CASES])
+def test_packed_operands_match_the_float64_reference(device, rng, case, form, out_major):
+    """q, k and v as the heads of one (B, S, (Hq + 2·Hk)·D) tensor (``packed_heads``, GPT-2's fused projection),
+    on each plan and the host; the output heads-major or sequence-major; the reference unpacks them."""
+    if device.info.kernel_language != "python":
+        _kernel_device(device, case.dtype)
+    elif case.dtype not in device.info.dtypes:
+        pytest.skip(f"{device.id} has no {case.dtype}")
+    arrays = case.make(rng)
+    heads = (arrays[0].shape[1], arrays[1].shape[1])
+    plain = reference64(A, arrays, case.attrs)[0]
+    attrs = {**case.attrs, "packed_heads": heads, "sequence_major": (0, 0, 0, out_major)}
+    packed = Case(A, None, attrs, id=case.id, dtype=case.dtype)
+    given = _packed(arrays, heads)
+    given = [given[0]] * 3 + given[1:]
+    want = reference64(A, given, attrs)
+    np.testing.assert_allclose(want[0], np.swapaxes(plain, 1, 2) if out_major else plain)
+    if device.info.kernel_language == "python":
+        if form != "composed":
+            pytest.skip("the host has one plan")
+        outs = [poisoned(device, TensorType(w.shape, np.dtype(case.dtype))) for w in want]
+        run(A, [tensor(a, device) for a in given], out=outs, **attrs)
+        got = [o.numpy() for o in outs]
+    else:
+        got = _forced_run(device, packed, given, form)
+        if got is None:
+            pytest.skip(f"the {form} plan does not take these inputs on {device.id}")
+    _check(got, want, case.dtype)
+
+
+@pytest.mark.parametrize("attrs, shapes, why", [
+    ({"packed_heads": (2, 3)}, [(1, 4, 48)] * 3, "dividing"),
+    ({"packed_heads": (2,)}, [(1, 4, 48)] * 3, "two head counts"),
+    ({"packed_heads": (2, True)}, [(1, 4, 48)] * 3, "two head counts"),
+    ({"packed_heads": (0, 2)}, [(1, 4, 48)] * 3, "dividing"),
+    ({"packed_heads": (2, 1)}, [(1, 4, 50)] * 3, "does not hold"),
+    ({"packed_heads": (2, 1)}, [(1, 4, 48), (1, 4, 48), (1, 5, 48)], "one shape"),
+    ({"packed_heads": (2, 1)}, [(1, 2, 4, 12)] * 3, "3-D"),
+    ({"packed_heads": (2, 1), "sequence_major": (1, 0, 0, 0)}, [(1, 4, 48)] * 3, "sequence_major flags 0"),
+    ({"packed_heads": (2, 1), "k_transposed": True}, [(1, 4, 48)] * 3, "no k_transposed"),
+])
+def test_bad_packed_operands_are_refused(device, rng, attrs, shapes, why):
+    ins = [tensor(rng.uniform(-1, 1, s).astype(np.float32), device) for s in shapes]
+    with pytest.raises(dl.InvalidArgument, match=why):
+        run(A, ins, **attrs)
+    ok = tensor(rng.uniform(-1, 1, (1, 4, 48)).astype(np.float32), device)  # (the device still runs the op)
+    got = run(A, [ok, ok, ok], packed_heads=(2, 1))
+    got = got[0].numpy() if isinstance(got, (list, tuple)) else got.numpy()
+    want = reference64(A, [ok.numpy()] * 3, {"packed_heads": (2, 1)})[0]
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)

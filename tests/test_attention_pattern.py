@@ -6,6 +6,8 @@ differ."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -274,5 +276,84 @@ def test_a_heads_transpose_read_elsewhere_stays(device, rng, shared):
         want64 = reference64(g, feeds)
         for name in got:
             close(got[name], want64[name])
+    finally:
+        fused.release()
+
+
+def fused_projection_graph(rng, hq=4, hk=4, s=24, d=8, escape=False):
+    """GPT-2's attention as exported: one (B, S, (Hq + 2·Hk)·D) projection split into q, k and v along its last
+    axis, each reshaped to (B, S, H, D) and transposed to heads (k to kᵀ), a causal mask added, softmax, ·V, the
+    heads merged back; and feeds. With ``escape`` the v piece is a graph output too."""
+    g = dl.Graph()
+    width = (hq + 2 * hk) * d
+    x = g.input("x", (B, s, width))
+    q, k, v = g.apply("split", [x], axis=2, split=[hq * d, hk * d, hk * d])
+    if escape:
+        g.output("v_piece", v)
+    heads = lambda t, h: g.reshape(t, shape=[B, s, h, d])  # noqa: E731
+    qh = g.transpose(heads(q, hq), perm=[0, 2, 1, 3])
+    kt = g.transpose(heads(k, hk), perm=[0, 2, 3, 1])
+    vh = g.transpose(heads(v, hk), perm=[0, 2, 1, 3])
+    if hq != hk:  # (grouped heads: the export repeats the key heads; here the test keeps one per query head)
+        raise ValueError("the pattern graph has as many key heads as query heads")
+    scores = g.mul(g.matmul(qh, kt), g.constant(np.float32(1 / np.sqrt(d))))
+    scores = g.add(scores, g.constant(np.triu(np.full((s, s), -np.inf, np.float32), 1)))
+    y = g.matmul(g.softmax(scores, axis=-1), vh)
+    g.output("y", g.reshape(g.transpose(y, perm=[0, 2, 1, 3]), shape=[B, s, hq * d]))
+    return g, {"x": rng.standard_normal((B, s, width)).astype(np.float32)}
+
+
+@pytest.mark.parametrize("form", ["tiled", "blocked", "composed", None])
+def test_a_fused_projections_split_is_read_where_it_lies(device, rng, form):
+    """The split cutting q, k and v from one projection, and their reshapes, join the attention op as
+    ``packed_heads`` where the device reads them in place (the op's kernels other than the composition, or its
+    vendor library): no split left; elsewhere the split stays. Values match float64 either way."""
+    from devicelayer.kernels.ops import attention as attention_op
+
+    g, feeds = fused_projection_graph(rng)
+    with attention_op.forcing(form) if form else contextlib.nullcontext():
+        fused = g.compile([device])
+    try:
+        ops = [n.op for n in fused.graph.needed()]
+        if "attention" in ops:
+            [node] = [n for n in fused.graph.needed() if n.op == "attention"]
+            packed = node.attrs.get("packed_heads", (0, 0)) != (0, 0)
+            assert packed == ("split" not in ops)
+            host = device.info.kernel_language == "python"
+            if not host and form in ("tiled", "blocked") and _takes(device, form, node):
+                assert packed, ops
+            if not host and form == "composed" and device.vendor_op("attention") is None:
+                assert not packed, ops
+        else:
+            assert not replaced_on(device, 24, 24) and "split" in ops
+        close(poisoned_run(fused, feeds)["y"], reference64(g, feeds)["y"])
+    finally:
+        fused.release()
+
+
+def _takes(device, form, node) -> bool:
+    """Whether ``form`` is the form the device runs the attention node's inputs with."""
+    op = get("attention")
+    ins = [v.type for v in node.inputs]
+    attrs, _ = op.prepare(ins, dict(node.attrs))
+    from devicelayer.kernels.ops import attention as attention_op
+
+    with attention_op.forcing(form):
+        return op.form(op.heads_major(ins, attrs), device.info, -1) == form
+
+
+def test_a_split_whose_piece_is_read_elsewhere_stays(device, rng):
+    from devicelayer.kernels.ops import attention as attention_op
+
+    g, feeds = fused_projection_graph(rng, escape=True)
+    with attention_op.forcing("tiled"):
+        fused = g.compile([device])
+    try:
+        ops = [n.op for n in fused.graph.needed()]
+        assert "split" in ops
+        assert all(n.attrs.get("packed_heads", (0, 0)) == (0, 0) for n in fused.graph.needed() if n.op == "attention")
+        got, want = poisoned_run(fused, feeds), reference64(g, feeds)
+        for name in want:
+            close(got[name], want[name])
     finally:
         fused.release()

@@ -618,7 +618,8 @@ class CudaDevice(Device):
     def vendor_op(self, name: str) -> Any:
         """cuBLAS for matmul and gemm; cuDNN for convolutions where it is installed, else im2col + cuBLAS for
         ungrouped ones; cuDNN for the max and average pools it computes as ONNX does; a warp-per-row kernel for
-        layer and RMS normalization over short rows (``layernorm``); the op kernels for everything else.  Asked
+        layer and RMS normalization over short rows (``layernorm``); float16 attention on tensor cores
+        (``flash_attention``); the op kernels for everything else.  Asked
         for a product or a convolution, the device starts cuBLAS on a thread (``_warm_blas``)."""
         if cuda_blas.library() is None:
             return None
@@ -643,6 +644,10 @@ class CudaDevice(Device):
             from . import layernorm as cuda_norm  # (it builds on this module's vendor-op base)
 
             return cuda_norm.RowNorm(self, name, "warp-per-row kernel")
+        if name == "attention":
+            from . import flash_attention  # (it builds on this module's vendor-op base)
+
+            return flash_attention.FlashAttention(self, name, "tensor-core flash attention")
         return None
 
     def _release_program(self, program: Program) -> None:
@@ -955,7 +960,9 @@ def _info(index: int, count: int) -> DeviceInfo:
                            "max_pool", "average_pool", "global_average_pool", "global_max_pool")}
                           if cuda_dnn.library() is not None else {}),
                        **{name: "devicelayer's warp-per-row kernel (rows of up to 4096 float16 or float32 elements)"
-                          for name in ("layer_normalization", "rms_normalization")}},
+                          for name in ("layer_normalization", "rms_normalization")},
+                       "attention": "devicelayer's flash-attention kernel on tensor cores (float16, head sizes of "
+                                    "16-128 in steps of 16, sm_80 and later)"},
     }
     driver = _version(runtime.driverGetVersion())
     total = int(p.get("totalGlobalMem", 0))

@@ -29,6 +29,16 @@ from .eltwise import LINEAR, cached_layer, reference_call
 from .stretch import team_call
 
 
+def packed_offsets(ins: Any, attrs: dict) -> tuple[int, int, int]:
+    """Bytes from the start of q's, k's and v's buffers to their first element: their heads' places in one row
+    where they are packed (``packed_heads``), else 0."""
+    hq, hk = tuple(attrs.get("packed_heads") or (0, 0))
+    if (hq, hk) == (0, 0):
+        return (0, 0, 0)
+    head = ins[0].shape[2] // (hq + 2 * hk) * ins[0].dtype.itemsize
+    return (0, hq * head, (hq + hk) * head)
+
+
 def _geometry(ins: Any, attrs: dict) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...], int, int,
                                               tuple[int, ...] | None] | None:
     """(Q's (B, Hk, G*Sq, Dk) view; the strides of Q, of K as (B, Hk, Dk, Skv), of V and of Y; Skv, Dv, the
@@ -51,8 +61,14 @@ def _geometry(ins: Any, attrs: dict) -> tuple[tuple[int, ...], tuple[tuple[int, 
         mask = (1,) * (4 - len(m.shape)) + tuple(m.shape)
         if G > 1 and mask[1:3] != (1, 1):  # (the G query heads of a key head are rows of one product)
             return None
-    if G > 1 and (major[0] or major[3]):  # (the G query heads of a key head are no one strided block of rows)
+    packed = tuple(attrs.get("packed_heads") or (0, 0)) != (0, 0)
+    if G > 1 and (major[0] or major[3] or packed):  # (the G query heads of a key head are no one strided block)
         return None
+    if packed:  # (q, k and v read where they lie in one (B, S, (Hq + 2·Hk)·D) tensor: ``packed_offsets``)
+        row = (Hq + 2 * Hk) * Dk
+        y_strides = (Sq * Hq * Dv, Dv, Hq * Dv, 1) if major[3] else (Hq * Sq * Dv, G * Sq * Dv, Dv, 1)
+        return (B, Hk, G * Sq, Dk), ((Sq * row, Dk, row, 1), (Sq * row, Dk, 1, row), (Sq * row, Dk, row, 1),
+                                     y_strides), Skv, Dv, mask
     kd = (Hk * Dk * Skv, Dk * Skv)
     k_strides = (*kd, Skv, 1) if attrs["k_transposed"] else (Skv * Hk * Dk, Dk, 1, Hk * Dk) if major[1] else \
         (*kd, 1, Dk)
@@ -101,7 +117,8 @@ class OnednnAttention(HostVendor):
             return reference_call(self.name, arrays[:len(ins)], y, attrs)
         layer, (q, _, skv, dv, _) = routed
         s = np.empty((*q[:3], skv), np.float32)  # the scores, then (softmax in place) the probabilities
-        run = layer.bind(arrays[0].ctypes.data, arrays[1].ctypes.data, arrays[2].ctypes.data,
+        at = packed_offsets(ins, attrs)
+        run = layer.bind(arrays[0].ctypes.data + at[0], arrays[1].ctypes.data + at[1], arrays[2].ctypes.data + at[2],
                          [a.ctypes.data for a in arrays[3:len(ins)]], s.ctypes.data, y.ctypes.data,
                          keep=(arrays, s))
         op, inputs = get(self.name), arrays[:len(ins)]

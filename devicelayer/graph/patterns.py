@@ -14,7 +14,8 @@ Conv (ReLU6's Clip, SiLU, hard swish, sigmoid...) becomes the conv's activation 
 the kernels' epilogue elsewhere) except where the device's vendor library runs the conv but not with that
 activation (``VENDOR_FIRST``): a vendor call is not traded for the op's kernels.  Attention replaces its
 pattern on the host only where the host's vendor library computes it (``HOST_VENDOR_ONLY``), and on a device whose
-vendor library runs matmul only where it runs its fused kernel (``VENDOR_PRODUCTS``).
+vendor library runs matmul only where it runs its fused kernel or the device's own attention kernel takes the call
+(``VENDOR_PRODUCTS``).
 """
 
 from __future__ import annotations
@@ -538,7 +539,40 @@ def attention(g: _Graph, last: Node) -> Replacement | None:
     inputs = qkv + ([mask] if mask is not None else [])
     attrs = {"scale": float(factor), "k_transposed": k_transposed, "nan_rows": not tail,
              "sequence_major": tuple(major)}
-    return Replacement("attention", members, "attention", attrs, inputs, [y])
+    r = Replacement("attention", members, "attention", attrs, inputs, [y])
+    packed = _packed(g, qkv, major, members)
+    if packed is not None:  # (``find`` takes it where the device reads q, k and v where they lie)
+        whole, heads, taken = packed
+        r.extra["packed"] = Replacement("attention", [*taken, *members], "attention",
+                                        {**attrs, "sequence_major": (0, 0, 0, major[3]), "packed_heads": heads},
+                                        [whole] * 3 + inputs[3:], [y])
+    return r
+
+
+def _packed(g: _Graph, qkv: list[Value], major: list[int], members: list[Node]) -> \
+        tuple[Value, tuple[int, int], list[Node]] | None:
+    """(the (B, S, W) tensor, (Hq, Hk), the nodes taken in) where sequence-major q, k and v are reshapes of the three
+    pieces a split along its last axis cuts from one tensor (a fused projection's q, k and v: GPT-2's), each read
+    only by the pattern; else None."""
+    if not all(major[:3]) or len({id(v) for v in qkv}) != 3:
+        return None
+    pieces, heads, views = [], [], []
+    for v in qkv:
+        view = v.producer
+        if view is None or view.op != "reshape" or id(view) in g.taken or not g.internal(v, members):
+            return None
+        piece, shape = view.inputs[0], g.shape(v)
+        if len(g.shape(piece)) != 3 or g.shape(piece)[:2] != shape[:2] or g.shape(piece)[2] != shape[2] * shape[3]:
+            return None
+        pieces.append(piece)
+        heads.append(shape[2])
+        views.append(view)
+    split = pieces[0].producer
+    if split is None or split.op != "split" or id(split) in g.taken or list(split.outputs) != pieces or \
+            int(split.attrs.get("axis", 0)) % 3 != 2 or len({g.shape(v)[3] for v in qkv}) != 1 or \
+            heads[1] != heads[2] or not all(g.internal(p, [*views, *members]) for p in pieces):
+        return None
+    return split.inputs[0], (heads[0], heads[1]), [split, *views]
 
 
 def _perm(node: Node) -> list[int]:
@@ -626,10 +660,39 @@ def find(nodes: list[Node], types: Mapping[int, TensorType], outputs: set[int], 
                 continue
             if not _runs(r, types):
                 continue
+            r = _packed_where_read(r, g, types, device_of)
             taken.update(id(m) for m in r.members)
             found.append(r)
             break
     return found
+
+
+def _packed_where_read(r: Replacement, g: _Graph, types: Mapping[int, TensorType],
+                       device_of: Callable[[Node], Any]) -> Replacement:
+    """``r``'s packed form (``extra["packed"]``: attention reading q, k and v from the tensor a split cuts them
+    from, the split and reshapes taken in) where its nodes share ``r``'s device and that device reads them where
+    they lie (its vendor op, or the op's kernels other than the composition, which copies them apart); else ``r``."""
+    packed = r.extra.get("packed")
+    if packed is None or any(id(m) in g.taken for m in packed.members) or \
+            any(device_of(m) is not r.device for m in packed.members):
+        return r
+    packed.device = r.device
+    op = get(packed.op)
+    ins = [types.get(id(v), v.type) for v in packed.inputs]
+    try:
+        attrs, outs = op.prepare(ins, dict(packed.attrs))
+    except DeviceLayerError:
+        return r
+    if not (_vendor_accepts(r.device.vendor_op(packed.op), ins, outs, attrs) or
+            (r.device.info.kernel_language != "python" and op.reads_packed(ins, attrs, r.device.info))):
+        return r
+    return packed if _runs(packed, types) else r
+
+
+def _vendor_accepts(vendor: Any, ins: list, outs: list, attrs: dict) -> bool:
+    """Whether a vendor op takes the call (its own kernel for the op: CUDA's tensor-core attention)."""
+    accepts = getattr(vendor, "accepts", None)
+    return vendor is not None and accepts is not None and bool(accepts(ins, outs, attrs))
 
 
 def _runs(r: Replacement, types: Mapping[int, TensorType]) -> bool:
@@ -644,6 +707,7 @@ def _runs(r: Replacement, types: Mapping[int, TensorType]) -> bool:
         return False
     on_host = r.device.info.kernel_language == "python"
     if r.kind in VENDOR_PRODUCTS and not on_host and r.device.vendor_op("matmul") is not None and \
+            not _vendor_accepts(r.device.vendor_op(r.op), ins, outs, attrs) and \
             not op.beats_vendor_products(ins, attrs, r.device.info):
         return False
     if (r.kind in VENDOR_FIRST and not on_host) or (r.kind in HOST_VENDOR_ONLY and on_host):

@@ -21,7 +21,9 @@ Three plans (``form`` chooses; ``forcing`` overrides it on a thread, for tests a
   kernels again for the weighted values.
 
 Each of q, k, v and the output may be given sequence-major, (B, S, H, D) (``sequence_major``): the layout a
-projection writes and the next one reads, so that an exported model's transposes around attention go.
+projection writes and the next one reads, so that an exported model's transposes around attention go.  q, k and v
+may also be read where one fused projection wrote them, the heads of one (B, S, (Hq + 2·Hk)·D) row
+(``packed_heads``), so that the split cutting them apart goes too (the composition copies them apart first).
 """
 
 from __future__ import annotations
@@ -107,6 +109,14 @@ def _heads_major(t: TensorType, sequence_major: bool) -> TensorType:
     return TensorType((t.shape[0], t.shape[2], t.shape[1], t.shape[3]), t.dtype) if sequence_major else t
 
 
+def _unpacked(inputs: Sequence[TensorType], packed: Sequence[int]) -> list[TensorType]:
+    """q, k and v as (B, H, S, D) from the (B, S, (Hq + 2·Hk)·D) tensors of ``packed_heads`` (Hq, Hk)."""
+    Hq, Hk = packed
+    B, S, W = inputs[0].shape
+    D = W // (Hq + 2 * Hk)
+    return [TensorType((B, h, S, D), t.dtype) for h, t in zip((Hq, Hk, Hk), inputs[:3])]
+
+
 def _mask_layout(mask: TensorType, B: int, H: int, Sq: int) -> tuple[int, int, int]:
     """Element strides (batch, head, query) of a mask broadcast to (B, H, Sq, its last dimension)."""
     full = (1,) * (4 - len(mask.shape)) + tuple(mask.shape)
@@ -148,7 +158,8 @@ class Attention(FloatKernelOp):
     Three more attributes, not ONNX's, which the attention pattern sets: with ``k_transposed`` k is given as kᵀ,
     (B, Hk, Dk, Skv); with ``nan_rows`` a row whose bias is -inf everywhere gives NaN, as a softmax does;
     ``sequence_major`` (four flags: q, k, v, the output) gives those flagged as (B, S, H, D) (k not with
-    ``k_transposed``).
+    ``k_transposed``); ``packed_heads`` (Hq, Hk) gives q, k and v each as a (B, S, (Hq + 2·Hk)·D) tensor whose rows
+    hold q's heads, then k's, then v's (one fused projection's output, normally the same tensor three times).
     """
 
     name = "attention"
@@ -159,7 +170,7 @@ class Attention(FloatKernelOp):
     def check(self, inputs, attrs):
         known_attrs(self, attrs, ("scale", "is_causal", "softcap", "offset", "left_window_size",
                                   "right_window_size", "qk_matmul_output_mode", "k_transposed", "nan_rows",
-                                  "sequence_major"))
+                                  "sequence_major", "packed_heads"))
         q, k, v = inputs[:3]
         k_transposed = bool_attr(self, attrs, "k_transposed", False)
         flags = attrs.get("sequence_major", (0, 0, 0, 0))
@@ -169,14 +180,28 @@ class Attention(FloatKernelOp):
         major = tuple(int(f) for f in flags)
         if k_transposed and major[1]:
             raise self.error("k is given either transposed or sequence-major, not both")
+        packed = self._packed_heads(attrs)
+        if packed != (0, 0):
+            if k_transposed or any(major[:3]):
+                raise self.error("packed q, k and v are sequence-major as given: no k_transposed, and their "
+                                 "sequence_major flags 0")
+            for t, what in zip((q, k, v), ("q", "k", "v")):
+                float_tensor(self, t, what)
+                if len(t.shape) != 3 or t.shape != q.shape or t.dtype != q.dtype:
+                    raise self.error(f"packed q, k and v must be 3-D (batch, sequence, heads x head size) of one "
+                                     f"shape and dtype, got {q.shape} {q.dtype} and {t.shape} {t.dtype} ({what})")
+            if q.shape[2] % (packed[0] + 2 * packed[1]):
+                raise self.error(f"a packed row of {q.shape[2]} does not hold {packed[0]} query and 2 x {packed[1]} "
+                                 "key/value heads of one size")
         for t, what in zip((q, k, v), ("q", "k", "v")):
             float_tensor(self, t, what)
-            if len(t.shape) != 4:
+            if len(t.shape) != 4 and packed == (0, 0):
                 layout = "sequence, heads" if major["qkv".index(what)] else "heads, sequence"
                 raise self.error(f"{what} must be 4-D (batch, {layout}, head size), got {t.shape}")
             if t.dtype != q.dtype:
                 raise self.error(f"q, k and v must share one dtype, got {q.dtype} and {t.dtype}")
-        q, k, v = (_heads_major(t, bool(f)) for t, f in zip((q, k, v), major))
+        q, k, v = (_unpacked(inputs, packed) if packed != (0, 0) else
+                   [_heads_major(t, bool(f)) for t, f in zip((q, k, v), major)])
         B, Hq, Sq, Dk = q.shape
         if k_transposed:
             k = TensorType(k.shape[:2] + (k.shape[3], k.shape[2]), k.dtype)
@@ -217,13 +242,36 @@ class Attention(FloatKernelOp):
         return {"scale": scale, "is_causal": bool_attr(self, attrs, "is_causal", False), "softcap": softcap,
                 "offset": offset, "left_window_size": left, "right_window_size": right,
                 "qk_matmul_output_mode": mode, "k_transposed": k_transposed,
-                "nan_rows": bool_attr(self, attrs, "nan_rows", False), "sequence_major": major}
+                "nan_rows": bool_attr(self, attrs, "nan_rows", False), "sequence_major": major,
+                "packed_heads": packed}
+
+    def _packed_heads(self, attrs: dict[str, Any]) -> tuple[int, int]:
+        """``packed_heads`` checked: (Hq, Hk) with Hk dividing Hq, or (0, 0) (not packed)."""
+        packed = attrs.get("packed_heads", (0, 0))
+        if packed is None:
+            return (0, 0)
+        if not isinstance(packed, (list, tuple)) or len(packed) != 2 or any(
+                isinstance(n, bool) or not isinstance(n, (int, np.integer)) for n in packed):
+            raise self.error(f"packed_heads must be two head counts (query, key/value), got {packed!r}")
+        hq, hk = (int(n) for n in packed)
+        if (hq, hk) != (0, 0) and (hq < 1 or hk < 1 or hq % hk):
+            raise self.error(f"packed_heads needs key/value heads dividing the query heads, got {packed!r}")
+        return (hq, hk)
 
     @staticmethod
     def heads_major(inputs: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
         """The inputs with q, k and v as (B, H, S, D) (k as given where transposed): the shapes the plans read."""
+        packed = tuple(attrs.get("packed_heads") or (0, 0))
+        if packed != (0, 0):
+            return [*_unpacked(inputs, packed), *inputs[3:]]
         major = attrs.get("sequence_major", (0, 0, 0, 0))
         return [*(_heads_major(t, bool(f)) for t, f in zip(inputs[:3], major)), *inputs[3:]]
+
+    def reads_packed(self, inputs: Sequence[TensorType], attrs: dict[str, Any], info: DeviceInfo) -> bool:
+        """Whether the op's kernels read packed q, k and v where they lie (the composition's products copy them
+        apart first)."""
+        heads = self.heads_major(inputs, attrs)
+        return self.form(heads, info, attrs["qk_matmul_output_mode"]) != "composed"
 
     def _extras(self, inputs: Sequence[Any]) -> tuple[Any, Any]:
         """(mask, nonpad_kv_seqlen) among inputs 3 and 4 (None where absent): integers are the lengths."""
@@ -280,7 +328,15 @@ class Attention(FloatKernelOp):
 
     def reference(self, inputs, attrs):
         major = attrs.get("sequence_major", (0, 0, 0, 0))
-        inputs = [np.swapaxes(a, 1, 2) if f else a for a, f in zip(inputs[:3], major)] + list(inputs[3:])
+        packed = tuple(attrs.get("packed_heads") or (0, 0))
+        if packed != (0, 0):
+            hq, hk = packed
+            B, S, W = inputs[0].shape
+            cut = [np.reshape(a, (B, S, hq + 2 * hk, W // (hq + 2 * hk))) for a in inputs[:3]]
+            parts = [cut[0][:, :, :hq], cut[1][:, :, hq:hq + hk], cut[2][:, :, hq + hk:]]
+            inputs = [np.swapaxes(a, 1, 2) for a in parts] + list(inputs[3:])
+        else:
+            inputs = [np.swapaxes(a, 1, 2) if f else a for a, f in zip(inputs[:3], major)] + list(inputs[3:])
         q, k, v = (widen(a) for a in inputs[:3])
         if attrs.get("k_transposed"):
             k = np.swapaxes(k, 2, 3)
@@ -442,6 +498,9 @@ class Attention(FloatKernelOp):
         heads, length, head = ("Hq", "Sq", "h") if which in "qy" else ("Hk", "Skv", "(h / G)")
         if which == "k" and attrs.get("k_transposed"):
             return f"((b * Hk + h / G) * {size} + {d}) * Skv + {s}"
+        if which != "y" and tuple(attrs.get("packed_heads") or (0, 0)) != (0, 0):  # (one row: q's, k's, v's heads)
+            first = {"q": "0", "k": "Hq", "v": "(Hq + Hk)"}[which]
+            return f"((b * {length} + {s}) * (Hq + 2 * Hk) + {first} + {head}) * {size} + {d}"
         if attrs["sequence_major"]["qkvy".index(which)]:
             return f"((b * {length} + {s}) * {heads} + {head}) * {size} + {d}"
         return f"((b * {heads} + {head}) * {length} + {s}) * {size} + {d}"
@@ -483,6 +542,8 @@ class Attention(FloatKernelOp):
             tag += "_kt"
         if any(attrs["sequence_major"]):
             tag += "_m" + "".join(str(f) for f in attrs["sequence_major"])
+        if tuple(attrs.get("packed_heads") or (0, 0)) != (0, 0):
+            tag += "_p"
         if attrs.get("nan_rows"):
             tag += "_nr"
         if attrs["is_causal"]:
@@ -942,16 +1003,30 @@ class Attention(FloatKernelOp):
         Hk, Skv, Dv = v.shape[1], v.shape[2], v.shape[3]
         G = Hq // Hk
         mode = attrs["qk_matmul_output_mode"]
+        major = attrs["sequence_major"]
+        temps = [TensorType((B, Hq, Sq, Skv), q.dtype)]
+        if major[3]:  # the products write (B, H, S, Dv); a copy puts it sequence-major
+            temps.append(TensorType((B, Hq, Sq, Dv), q.dtype))
+        steps: list[Any] = []
+        qkv_args: list[Any] = [("in", 0), ("in", 1), ("in", 2)]
+        if tuple(attrs.get("packed_heads") or (0, 0)) != (0, 0):  # (the products read q, k and v copied apart)
+            width = (Hq + 2 * Hk) * Dk
+            for i, (heads, first) in enumerate(((Hq, 0), (Hk, Hq), (Hk, Hq + Hk))):
+                temps.append(TensorType((B, heads, Sq, Dk), q.dtype))
+                qkv_args[i] = ("tmp", len(temps) - 1)
+                step = copy_launch(q.dtype, ("in", i), qkv_args[i], (B, heads, Sq, Dk), (Sq * width, Dk, width, 1),
+                                   first * Dk, (heads * Sq * Dk, Sq * Dk, Dk, 1), 0, info, self.name)
+                steps += [step] if step is not None else []
+            major = (0, 0, 0, major[3])
         # scores (B, Hk, G, Sq, Skv) = q · kᵀ, the G query heads of a key head reading it with stride 0; k read
         # across its rows, or kᵀ along them
-        major = attrs["sequence_major"]
         # q's strides: (row, batch, key head, query head of a key head); k's: (head dimension, key, batch, head)
         q_st = (Hq * Dk, Sq * Hq * Dk, G * Dk, Dk) if major[0] else (Dk, Hq * Sq * Dk, G * Sq * Dk, Sq * Dk)
         k_st = (Skv, 1, Hk * Dk * Skv, Dk * Skv) if attrs.get("k_transposed") else \
             (1, Hk * Dk, Skv * Hk * Dk, Dk) if major[1] else (1, Dk, Hk * Skv * Dk, Skv * Dk)
         qk_batch = [(B, q_st[1], k_st[2]), (Hk, q_st[2], k_st[3]), (G, q_st[3], 0)]
-        steps: list[Any] = gemm_steps(info, elem, Sq, Skv, Dk, q_st[0], 1, k_st[0], k_st[1], qk_batch,
-                                      y_arg=("tmp", 0))
+        steps += gemm_steps(info, elem, Sq, Skv, Dk, q_st[0], 1, k_st[0], k_st[1], qk_batch, a_arg=qkv_args[0],
+                            b_arg=qkv_args[1], y_arg=("tmp", 0))
         buffers, args, tag = self._buffers(inputs, attrs, fused=False)
         if mode >= 0:
             buffers.append(Param("qk", "T", "out"))
@@ -995,13 +1070,9 @@ class Attention(FloatKernelOp):
         # (v's strides: key, batch, head)
         v_st = (Hk * Dv, Skv * Hk * Dv, Dv) if major[2] else (Dv, Hk * Skv * Dv, Skv * Dv)
         pv_batch = [(B, Hq * Sq * Skv, v_st[1]), (Hk, G * Sq * Skv, v_st[2]), (G, Sq * Skv, 0)]
-        temps = [TensorType((B, Hq, Sq, Skv), q.dtype)]
-        y_arg: tuple = ("out", 0)
-        if major[3]:  # the products write (B, H, S, Dv); a copy puts it sequence-major
-            temps.append(TensorType((B, Hq, Sq, Dv), q.dtype))
-            y_arg = ("tmp", 1)
+        y_arg: tuple = ("tmp", 1) if major[3] else ("out", 0)
         steps += gemm_steps(info, elem, Sq, Dv, Skv, Skv, 1, v_st[0], 1, pv_batch, a_arg=("tmp", 0),
-                            b_arg=("in", 2), y_arg=y_arg)
+                            b_arg=qkv_args[2], y_arg=y_arg)
         if major[3]:
             step = copy_launch(q.dtype, ("tmp", 1), ("out", 0), (B, Sq, Hq, Dv), (Hq * Sq * Dv, Dv, Sq * Dv, 1), 0,
                                (Sq * Hq * Dv, Hq * Dv, Dv, 1), 0, info, self.name)
