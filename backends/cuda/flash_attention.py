@@ -22,6 +22,8 @@ from typing import Any
 import cupy
 import numpy as np
 
+from devicelayer.kernels.op import get
+
 from .backend import _address, _Vendor
 
 #: query rows a block takes (16 a warp)
@@ -233,21 +235,6 @@ def _strides(shape: tuple, sequence_major: bool) -> tuple[int, int, int]:
     return h * s * d, s * d, d
 
 
-def _mask_strides(shape: tuple) -> tuple[int, int, int, int]:
-    """(batch, head, row strides, length L) of a mask broadcast to (B, H, Sq, L): 0 along broadcast dims."""
-    full = (1,) * (4 - len(shape)) + tuple(shape)
-    _, mh, mq, length = full
-    return (0 if full[0] == 1 else mh * mq * length, 0 if mh == 1 else mq * length, 0 if mq == 1 else length,
-            length)
-
-
-def _logical(ins: Any, attrs: dict) -> list:
-    """q, k and v as (B, H, S, D), from any layout the op takes (``sequence_major``, ``packed_heads``)."""
-    from devicelayer.kernels.op import get
-
-    return get("attention").heads_major(ins, attrs)[:3]
-
-
 def _capability(dev: Any) -> int:
     found = re.search(r"sm_(\d+)", dev.info.api_version)
     return int(found.group(1)) if found else 0
@@ -268,7 +255,7 @@ class FlashAttention(_Vendor):
         extra = ins[3:]
         if len(extra) > 1 or any(t.dtype not in (f16, np.dtype(np.bool_)) for t in extra):
             return False  # (nonpad_kv_seqlen)
-        q, _, v = _logical(ins, attrs)
+        q, _, v = get("attention").heads_major(ins, attrs)[:3]
         B, hq, sq, d = q.shape
         return (d == v.shape[3] and d % 16 == 0 and 16 <= d <= MAX_D and sq >= MIN_ROWS and B <= 65535
                 and hq <= 65535 and all(t.size < 2**31 for t in (*ins, *outs)))
@@ -276,22 +263,23 @@ class FlashAttention(_Vendor):
     def enqueue(self, stream: Any, ins: Any, outs: Any, attrs: dict, in_bufs: Any, out_bufs: Any) -> None:
         """Queue the attention on ``stream`` (the device is current)."""
         major = attrs.get("sequence_major", (0, 0, 0, 0))
-        q, k, _ = _logical(ins, attrs)
+        op = get("attention")
+        q, k, _ = op.heads_major(ins, attrs)[:3]
         B, hq, sq, d = q.shape
         hk, skv = k.shape[1], k.shape[2]
         if not (B and hq and sq):
             return
-        hq_packed, hk_packed = tuple(attrs.get("packed_heads") or (0, 0))
-        packed = (hq_packed, hk_packed) != (0, 0)
-        firsts = (0, hq * d, (hq + hk) * d) if packed else (0, 0, 0)  # (elements to q's, k's, v's first head)
-        addresses = [_address(buf) + first * 2 for buf, first in zip(in_bufs[:3], firsts)] + [_address(out_bufs[0])]
+        packed = op.packed(attrs) is not None
+        # (q's, k's and v's first elements: their heads' places in a packed row, 2 bytes an element)
+        addresses = [_address(buf) + first * d * 2 for buf, first in zip(in_bufs[:3], op.first_heads(attrs))]
+        addresses.append(_address(out_bufs[0]))
         aligned = all(a % 16 == 0 for a in addresses)
         mask = ins[3] if len(ins) > 3 else None
         mb = mh = mq = 0
         jlimit = skv
         if mask is not None:
-            mb, mh, mq, length = _mask_strides(mask.shape)
-            jlimit = min(skv, length)
+            mb, mh, mq = op.mask_strides(mask)
+            jlimit = min(skv, mask.shape[-1])
         kernel = _kernel(D=d, BM=BLOCK_M, BN=BLOCK_N, ALIGNED=int(aligned), CAUSAL=int(bool(attrs["is_causal"])),
                          HAS_MASK=int(mask is not None), MASK_BOOL=int(mask is not None and mask.dtype == np.bool_),
                          MASK_T="unsigned char" if mask is not None and mask.dtype == np.bool_ else "__half",

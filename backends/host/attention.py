@@ -32,11 +32,9 @@ from .stretch import team_call
 def packed_offsets(ins: Any, attrs: dict) -> tuple[int, int, int]:
     """Bytes from the start of q's, k's and v's buffers to their first element: their heads' places in one row
     where they are packed (``packed_heads``), else 0."""
-    hq, hk = tuple(attrs.get("packed_heads") or (0, 0))
-    if (hq, hk) == (0, 0):
-        return (0, 0, 0)
-    head = ins[0].shape[2] // (hq + 2 * hk) * ins[0].dtype.itemsize
-    return (0, hq * head, (hq + hk) * head)
+    op = get("attention")
+    head = op.heads_major(ins, attrs)[0].shape[3] * ins[0].dtype.itemsize
+    return tuple(first * head for first in op.first_heads(attrs))
 
 
 def _geometry(ins: Any, attrs: dict) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...], int, int,
@@ -61,7 +59,7 @@ def _geometry(ins: Any, attrs: dict) -> tuple[tuple[int, ...], tuple[tuple[int, 
         mask = (1,) * (4 - len(m.shape)) + tuple(m.shape)
         if G > 1 and mask[1:3] != (1, 1):  # (the G query heads of a key head are rows of one product)
             return None
-    packed = tuple(attrs.get("packed_heads") or (0, 0)) != (0, 0)
+    packed = get("attention").packed(attrs) is not None
     if G > 1 and (major[0] or major[3] or packed):  # (the G query heads of a key head are no one strided block)
         return None
     if packed:  # (q, k and v read where they lie in one (B, S, (Hq + 2·Hk)·D) tensor: ``packed_offsets``)

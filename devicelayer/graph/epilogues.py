@@ -122,10 +122,11 @@ def attach(nodes: Sequence[Node], types: Mapping[int, TensorType], outputs: set[
         read = view.outputs[0] if view is not None else product
         if view is not None:
             users = readers[id(read)]
+        device = placement.of(node)
         group = group_of.get(id(users[0]))
         # (a pattern joins on kernel devices: the host runs its op as one oneDNN call, which as a product's post-op
         # would not treat NaN and infinities as the op does)
-        pattern = None if group is not None or placement.of(node).info.kernel_language == "python" else \
+        pattern = None if group is not None or device.info.kernel_language == "python" else \
             _pattern_unit(users, patterns_of)
         if group is not None:
             members = list(group.members)
@@ -139,7 +140,6 @@ def attach(nodes: Sequence[Node], types: Mapping[int, TensorType], outputs: set[
         else:
             continue
         ids = {id(m) for m in members} | ({id(m) for m in pattern[0].members} if pattern else set())
-        device = placement.of(node)
         if any(id(u) not in ids for u in users) or (pattern[0].device if pattern else placement.of(members[0])) \
                 is not device:
             continue

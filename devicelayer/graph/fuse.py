@@ -4,13 +4,13 @@
 1. replaces decomposed LayerNorm, Softmax and GELU forms by the library's one op (``patterns``) where that op
    runs on the device the pattern's nodes were placed on, and
 2. groups pointwise nodes (``kernels.ops.fused.fusable``) placed on one device, with one output shape, into one
-   ``fused_elementwise`` node each (on a kernel device a short group of a smaller shape that broadcasts into a
-   node joins that node's group, its steps computed again per element: ``_recomputed``): a node joins the groups of its operands' producers where the merged group
-   stays acyclic (no path leaves it and comes back) and the fused kernel runs on the device (every member's
-   ``unsupported``, the kernel's own limits).  A member whose result is read outside the group, or is a graph
-   output, is written as an extra output of the fused node.
-3. makes a group (or one fusable node) that alone reads a matmul's or gemm's result that product's epilogue
-   (``epilogues``): one kernel computes both.
+   ``fused_elementwise`` node each (on a GPU a short group of a smaller shape that broadcasts into a node joins
+   that node's group, its steps computed again per element: ``_recomputed``): a node joins the groups of its
+   operands' producers where the merged group stays acyclic (no path leaves it and comes back) and the fused
+   kernel runs on the device (every member's ``unsupported``, the kernel's own limits).  A member whose result
+   is read outside the group, or is a graph output, is written as an extra output of the fused node.
+3. makes a group (or one fusable node, or a pointwise pattern) that alone reads a matmul's or gemm's result,
+   directly or through a reshape, that product's epilogue (``epilogues``): one kernel computes both.
 The result is an equivalent graph and a ``Fusion``: each group with its members and the kernel launches they
 took alone, and the device each new node is pinned to.  Nodes the caller placed by name or op type are left
 alone.

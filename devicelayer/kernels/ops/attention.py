@@ -117,17 +117,6 @@ def _unpacked(inputs: Sequence[TensorType], packed: Sequence[int]) -> list[Tenso
     return [TensorType((B, h, S, D), t.dtype) for h, t in zip((Hq, Hk, Hk), inputs[:3])]
 
 
-def _mask_layout(mask: TensorType, B: int, H: int, Sq: int) -> tuple[int, int, int]:
-    """Element strides (batch, head, query) of a mask broadcast to (B, H, Sq, its last dimension)."""
-    full = (1,) * (4 - len(mask.shape)) + tuple(mask.shape)
-    strides, step = [], full[3]
-    for d in (2, 1, 0):
-        strides.append(0 if full[d] == 1 else step)
-        step *= full[d]
-    sq, sh, sb = strides
-    return sb, sh, sq
-
-
 
 def _accumulator_bytes(dtype: np.dtype) -> int:
     """Bytes of one element of the kernels' shared arrays: float64 for float64 inputs, float32 otherwise."""
@@ -259,10 +248,33 @@ class Attention(FloatKernelOp):
         return (hq, hk)
 
     @staticmethod
+    def packed(attrs: dict[str, Any]) -> tuple[int, int] | None:
+        """(Hq, Hk) where q, k and v are packed (``packed_heads``), else None."""
+        heads = tuple(attrs.get("packed_heads") or (0, 0))
+        return None if heads == (0, 0) else (int(heads[0]), int(heads[1]))
+
+    @staticmethod
+    def first_heads(attrs: dict[str, Any]) -> tuple[int, int, int]:
+        """Where q's, k's and v's heads start in a packed row, counted in heads (0, Hq, Hq + Hk); zeros unpacked."""
+        heads = Attention.packed(attrs)
+        return (0, 0, 0) if heads is None else (0, heads[0], heads[0] + heads[1])
+
+    @staticmethod
+    def mask_strides(mask: TensorType) -> tuple[int, int, int]:
+        """Element strides (batch, head, query) of a mask broadcast to (B, H, Sq, its last dimension)."""
+        full = (1,) * (4 - len(mask.shape)) + tuple(mask.shape)
+        strides, step = [], full[3]
+        for d in (2, 1, 0):
+            strides.append(0 if full[d] == 1 else step)
+            step *= full[d]
+        sq, sh, sb = strides
+        return sb, sh, sq
+
+    @staticmethod
     def heads_major(inputs: Sequence[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
         """The inputs with q, k and v as (B, H, S, D) (k as given where transposed): the shapes the plans read."""
-        packed = tuple(attrs.get("packed_heads") or (0, 0))
-        if packed != (0, 0):
+        packed = Attention.packed(attrs)
+        if packed is not None:
             return [*_unpacked(inputs, packed), *inputs[3:]]
         major = attrs.get("sequence_major", (0, 0, 0, 0))
         return [*(_heads_major(t, bool(f)) for t, f in zip(inputs[:3], major)), *inputs[3:]]
@@ -328,8 +340,8 @@ class Attention(FloatKernelOp):
 
     def reference(self, inputs, attrs):
         major = attrs.get("sequence_major", (0, 0, 0, 0))
-        packed = tuple(attrs.get("packed_heads") or (0, 0))
-        if packed != (0, 0):
+        packed = self.packed(attrs)
+        if packed is not None:
             hq, hk = packed
             B, S, W = inputs[0].shape
             cut = [np.reshape(a, (B, S, hq + 2 * hk, W // (hq + 2 * hk))) for a in inputs[:3]]
@@ -498,7 +510,7 @@ class Attention(FloatKernelOp):
         heads, length, head = ("Hq", "Sq", "h") if which in "qy" else ("Hk", "Skv", "(h / G)")
         if which == "k" and attrs.get("k_transposed"):
             return f"((b * Hk + h / G) * {size} + {d}) * Skv + {s}"
-        if which != "y" and tuple(attrs.get("packed_heads") or (0, 0)) != (0, 0):  # (one row: q's, k's, v's heads)
+        if which != "y" and self.packed(attrs) is not None:  # (one row: q's, k's, v's heads)
             first = {"q": "0", "k": "Hq", "v": "(Hq + Hk)"}[which]
             return f"((b * {length} + {s}) * (Hq + 2 * Hk) + {first} + {head}) * {size} + {d}"
         if attrs["sequence_major"]["qkvy".index(which)]:
@@ -512,7 +524,7 @@ class Attention(FloatKernelOp):
         Hk, Skv, Dv = v.shape[1], v.shape[2], v.shape[3]
         mask, _ = self._extras(inputs)
         Lm = mask.shape[-1] if mask is not None else Skv
-        sb, sh, sq = _mask_layout(mask, B, Hq, Sq) if mask is not None else (0, 0, 0)
+        sb, sh, sq = self.mask_strides(mask) if mask is not None else (0, 0, 0)
         acc = acc_type(dialect_type(q.dtype))
         names = ("R", "Hq", "Sq", "Skv", "Dk", "Dv", "G", "Hk", "offset", "left", "right", "Lm", "msb", "msh", "msq")
         values = [B * Hq * Sq, Hq, Sq, Skv, Dk, Dv, Hq // Hk, Hk, attrs["offset"], attrs["left_window_size"],
@@ -542,7 +554,7 @@ class Attention(FloatKernelOp):
             tag += "_kt"
         if any(attrs["sequence_major"]):
             tag += "_m" + "".join(str(f) for f in attrs["sequence_major"])
-        if tuple(attrs.get("packed_heads") or (0, 0)) != (0, 0):
+        if self.packed(attrs) is not None:
             tag += "_p"
         if attrs.get("nan_rows"):
             tag += "_nr"
@@ -1009,9 +1021,9 @@ class Attention(FloatKernelOp):
             temps.append(TensorType((B, Hq, Sq, Dv), q.dtype))
         steps: list[Any] = []
         qkv_args: list[Any] = [("in", 0), ("in", 1), ("in", 2)]
-        if tuple(attrs.get("packed_heads") or (0, 0)) != (0, 0):  # (the products read q, k and v copied apart)
+        if self.packed(attrs) is not None:  # (the products read q, k and v copied apart)
             width = (Hq + 2 * Hk) * Dk
-            for i, (heads, first) in enumerate(((Hq, 0), (Hk, Hq), (Hk, Hq + Hk))):
+            for i, (heads, first) in enumerate(zip((Hq, Hk, Hk), self.first_heads(attrs))):
                 temps.append(TensorType((B, heads, Sq, Dk), q.dtype))
                 qkv_args[i] = ("tmp", len(temps) - 1)
                 step = copy_launch(q.dtype, ("in", i), qkv_args[i], (B, heads, Sq, Dk), (Sq * width, Dk, width, 1),
