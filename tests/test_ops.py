@@ -85,3 +85,15 @@ def test_wrong_input_count_names_the_op():
         too_many = types + [types[0]] * (op.max_inputs - len(types) + 1)
         with pytest.raises(dl.InvalidArgument, match=name):
             op.prepare(too_many, dict(sample.attrs))
+
+
+def test_get_registers_the_library_on_first_use():
+    import subprocess
+    import sys
+
+    code = ("import devicelayer\nfrom devicelayer.kernels.op import get\nfrom devicelayer.errors import UnsupportedOp\n"
+            "assert get('attention').name == 'attention'\n"
+            "try:\n    get('no_such_op')\nexcept UnsupportedOp as e:\n    print('refused', e)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "refused no op named 'no_such_op'" in done.stdout

@@ -222,7 +222,9 @@ def register(cls: type[Op]) -> type[Op]:
 
 
 def get(name: str) -> Op:
-    """The registered op called ``name``."""
+    """The registered op called ``name`` (the op library is registered on first use)."""
+    if name not in OPS:
+        from . import ops as _library  # noqa: F401  (registers every op)
     try:
         return OPS[name]
     except KeyError:
