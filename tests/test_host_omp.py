@@ -15,6 +15,9 @@ from devicelayer.backends.host import dnnl as host_dnnl, omp as host_omp
 CPUS = sorted(os.sched_getaffinity(0))
 needs_onednn = pytest.mark.skipif(host_dnnl.library() is None, reason="oneDNN is not installed")
 needs_two_cpus = pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs to see a binding")
+#: how the description names oneDNN's runtime where it has one of its own (``omp_copy``), as in this process
+OWN = ", a runtime of their own" if host_omp._loaded_with.get("runtime") == "own" else ""
+needs_own = pytest.mark.skipif(not OWN, reason="oneDNN runs on a shared OpenMP runtime here")
 
 # a fresh process runs a oneDNN pool on the host worker, then reports what the worker's teams (default size; then
 # sizes n, 2, n: libgomp ends threads when a team shrinks and starts new ones when it grows), the worker, and a
@@ -22,7 +25,7 @@ needs_two_cpus = pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs to see
 _PROBE = """
 import json, os, sys, threading, numpy as np
 if sys.argv[1] == 'preload':
-    import ctypes; ctypes.CDLL('libgomp.so.1')
+    import ctypes; ctypes.CDLL('libgomp.so.1', mode=os.RTLD_GLOBAL)
 import devicelayer as dl
 from devicelayer.backends.host import dnnl as host_dnnl, omp as host_omp
 from devicelayer.events import dispatcher
@@ -70,7 +73,7 @@ def test_each_thread_of_the_team_runs_on_its_own_cpu_and_what_the_worker_starts_
     assert len(seen["team"]) == len(CPUS) and _one_cpu_each(seen["team"])
     assert seen["worker"] == seen["team"][0]  # the worker is its team's thread 0
     assert seen["helper"] == CPUS and seen["dispatcher"] == CPUS and seen["main"] == CPUS
-    assert seen["threads"] == f"{len(CPUS)} OpenMP threads, bound (true), one CPU per thread"
+    assert seen["threads"] == f"{len(CPUS)} OpenMP threads{OWN}, bound (true), one CPU per thread"
     assert seen["env"] is None  # set only while loading: child processes do not inherit it
 
 
@@ -88,7 +91,7 @@ def test_turned_off_nothing_is_bound(value):
     seen = _probe(DEVICELAYER_PIN_THREADS=value)
     assert seen["team"] == [CPUS] * len(CPUS) and seen["regrown"] == [CPUS] * len(CPUS)
     assert seen["worker"] == CPUS and seen["helper"] == CPUS
-    assert seen["threads"] == f"{len(CPUS)} OpenMP threads, unbound (DEVICELAYER_PIN_THREADS=0)"
+    assert seen["threads"] == f"{len(CPUS)} OpenMP threads{OWN}, unbound (DEVICELAYER_PIN_THREADS=0)"
 
 
 @needs_onednn
@@ -96,17 +99,26 @@ def test_turned_off_nothing_is_bound(value):
 def test_the_users_binding_is_followed():
     seen = _probe(OMP_PROC_BIND="false")
     assert seen["team"] == [CPUS] * len(CPUS)
-    assert seen["threads"] == f"{len(CPUS)} OpenMP threads, unbound (the user's OMP_PROC_BIND)"
+    assert seen["threads"] == f"{len(CPUS)} OpenMP threads{OWN}, unbound (the user's OMP_PROC_BIND)"
     seen = _probe(OMP_PROC_BIND="close")
     assert _one_cpu_each(seen["team"]) and seen["env"] == "close"
-    assert seen["threads"] == f"{len(CPUS)} OpenMP threads, bound (close) (the user's OMP_PROC_BIND)"
+    assert seen["threads"] == f"{len(CPUS)} OpenMP threads{OWN}, bound (close) (the user's OMP_PROC_BIND)"
     assert seen["helper"] == CPUS and seen["main"] == CPUS
 
 
 @needs_onednn
+@needs_own
 @needs_two_cpus
-def test_a_runtime_loaded_before_devicelayer_keeps_its_settings():
+def test_a_runtime_loaded_before_devicelayer_leaves_onednns_own_bound():
     seen = _probe(preload=True)
+    assert len(seen["team"]) == len(CPUS) and _one_cpu_each(seen["team"])
+    assert seen["threads"] == f"{len(CPUS)} OpenMP threads{OWN}, bound (true), one CPU per thread"
+
+
+@needs_onednn
+@needs_two_cpus
+def test_a_shared_runtime_loaded_before_devicelayer_keeps_its_settings():
+    seen = _probe(preload=True, DEVICELAYER_PRIVATE_OPENMP="0")
     assert seen["team"] == [CPUS] * len(CPUS)
     assert seen["threads"] == (f"{len(CPUS)} OpenMP threads, unbound (the OpenMP runtime was loaded before "
                                "devicelayer)")

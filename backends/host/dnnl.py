@@ -27,7 +27,7 @@ import numpy as np
 from devicelayer import lifecycle
 from devicelayer.hostmemory import block
 
-from . import omp as host_omp
+from . import omp as host_omp, omp_copy
 
 # enum values of oneDNN 3.x (dnnl_types.h)
 _F32 = 3
@@ -146,8 +146,7 @@ def _library() -> ctypes.CDLL | None:
         return None
     mask = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     try:
-        with host_omp.loading():
-            return _first_loadable()
+        return _first_loadable()
     finally:
         # with OMP_PROC_BIND set, loading OpenMP pins the loading thread to one CPU, and every thread it starts
         # later (onnxruntime's, OpenBLAS's) would inherit that: the caller keeps the CPUs it had
@@ -156,16 +155,21 @@ def _library() -> ctypes.CDLL | None:
 
 
 def _first_loadable() -> ctypes.CDLL | None:
-    """The first candidate that loads as oneDNN 3."""
+    """The first candidate that loads as oneDNN 3: on an OpenMP runtime of its own where it can
+    (``omp_copy``), else as it is."""
     for path in _candidates():
-        try:
-            lib = ctypes.CDLL(path)
-            _declare(lib)
-            if lib.dnnl_version().contents.major != 3:
+        for private in (True, False) if omp_copy.wanted() else (False,):
+            try:
+                with host_omp.loading(private):
+                    lib = omp_copy.load(path) if private else ctypes.CDLL(path)
+                if lib is None:
+                    continue
+                _declare(lib)
+                if lib.dnnl_version().contents.major != 3:
+                    break
+            except (OSError, AttributeError):
                 continue
-        except (OSError, AttributeError):
-            continue
-        return lib
+            return lib
     return None
 
 

@@ -64,10 +64,14 @@ def runtime_in(maps: Iterable[str]) -> bool:
 
 
 @contextlib.contextmanager
-def loading() -> Iterator[None]:
-    """Around loading oneDNN: ``OMP_PROC_BIND=true`` in the environment where devicelayer binds (see above)."""
-    why = _declined() or ("the OpenMP runtime was loaded before devicelayer" if runtime_loaded() else None)
+def loading(private: bool = False) -> Iterator[None]:
+    """Around loading oneDNN: ``OMP_PROC_BIND=true`` in the environment where devicelayer binds (see above);
+    ``private``: oneDNN is loaded with an OpenMP runtime of its own (``omp_copy``), which no other library has
+    started before."""
+    why = _declined() or ("the OpenMP runtime was loaded before devicelayer"
+                          if not private and runtime_loaded() else None)
     _loaded_with["why"] = why or "devicelayer"
+    _loaded_with["runtime"] = "own" if private else "shared"
     if why is not None:
         yield
         return
@@ -156,7 +160,8 @@ def describe(lib: ctypes.CDLL | None) -> str | None:
         how += ", one CPU per thread"
     elif who and who != "devicelayer":
         how += f" ({who})"
-    return f"{omp['omp_get_max_threads']()} OpenMP threads, {how}"
+    own = ", a runtime of their own" if _loaded_with.get("runtime") == "own" else ""
+    return f"{omp['omp_get_max_threads']()} OpenMP threads{own}, {how}"
 
 
 def in_team(lib: ctypes.CDLL, fn: Callable[[int, int], Any], threads: int = 0) -> list[Any] | None:
