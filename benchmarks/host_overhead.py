@@ -7,9 +7,10 @@ recorded host calls timed one by one, summed per op type.
 
 ``chain``: an ONNX graph of N alternating Add (of a constant) and Relu nodes on a 1x16 float32 tensor, run as
 a devicelayer host plan and as an onnxruntime session (same threads), NumPy in and out; per call medians, and
-the per-node cost as the slope between the chain lengths.  ``ops``: the plan's recorded host stretches, each
-call timed on its own on this thread (back to back, warm), medians per call summed per op type, beside the
-whole run's time (the difference is the run's fixed cost).  ``bound``, ``post-ops`` and ``attention``: the model
+the per-node cost as the slope between the chain lengths.  ``ops``: the plan's recorded host calls run in
+order on the device's worker, each timed, medians per call summed per op type, beside the whole run's time (the
+difference is the run's fixed cost): as recorded, with every call that wakes oneDNN's team in its alone form,
+and with the faster of the two per call; and onnxruntime's profiler's per-node medians summed per op type.  ``bound``, ``post-ops`` and ``attention``: the model
 as two host plans in one process, one in an earlier form, one as the library makes it now, and onnxruntime beside them;
 blocks of 100 runs in a rotating order, a pause before each; per contestant the fastest and the median block.
 ``bound``: the earlier plan's oneDNN calls run each layer as a call made before ``Layer.bind`` did (pointing the
@@ -98,10 +99,18 @@ def stretches(plan: Any) -> list[Any]:
     return found
 
 
-def ops(path: str, reps: int) -> dict[str, Any]:
-    """Per op type: calls and the sum of their per-call medians; the whole run's median beside it."""
-    import onnx
+def ops(path: str, reps: int, threads: int) -> dict[str, Any]:
+    """Per op type: calls and the sum of their per-call medians, the calls run in order on the device's worker:
+    as the plan runs them, with each call that wakes oneDNN's team in its alone form instead, and the faster of
+    the two per call; onnxruntime's per op type (its profiler, same threads); the whole runs' medians beside
+    them."""
+    import json
+    import os
 
+    import onnx
+    import onnxruntime as ort
+
+    import devicelayer as dl
     import devicelayer.onnx as dlo
     from benchmarks.host_vs_onnxruntime import random_feeds
 
@@ -110,22 +119,71 @@ def ops(path: str, reps: int) -> dict[str, Any]:
     plan = dlo.load(model).compile(["host"])
     plan.run_numpy(feeds)
     run_us = _median_us(lambda: plan.run_numpy(feeds), max(1, reps // 4), 5)
-    calls = [(label, fn) for s in stretches(plan) for label, fn in zip(s.labels, s.calls)]
-    times: dict[str, list[float]] = collections.defaultdict(list)
-    with np.errstate(all="ignore"):
-        for _ in range(reps):
-            for label, fn in calls:
-                t0 = time.perf_counter()
-                fn()
-                times[label].append(time.perf_counter() - t0)
-    per_op: dict[str, list[float]] = collections.defaultdict(list)
-    for label, ts in times.items():
-        per_op[label.rsplit("(", 1)[-1].rstrip(")")].append(statistics.median(ts) * 1e6)
-    rows = sorted(({"op": op, "calls": len(v), "total_us": sum(v), "per_call_us": sum(v) / len(v)}
-                   for op, v in per_op.items()), key=lambda r: -r["total_us"])
+    items = [item for s in stretches(plan) for item in s.items]
+    team_form = [fn for _, fn, _, _ in items]
+    alone_form = []
+    for _, fn, _, team in items:
+        made = getattr(fn, "by_itself", None) if team else None
+        alone_form.append((made() or fn) if made is not None else fn)
+
+    def in_order(calls: list[Callable[[], Any]]) -> tuple[list[float], float]:
+        """Per-call medians (us) of ``reps`` runs of the calls in order, and the median run's sum."""
+        per: list[list[float]] = [[] for _ in calls]
+        sums = []
+
+        def run() -> None:  # (on the device's worker, whose OpenMP team the calls wake)
+            with np.errstate(all="ignore"):
+                for _ in range(reps):
+                    total = 0.0
+                    for i, fn in enumerate(calls):
+                        t0 = time.perf_counter()
+                        fn()
+                        took = time.perf_counter() - t0
+                        per[i].append(took)
+                        total += took
+                    sums.append(total)
+        dl.device("host").run(run, [], "calls in order").wait()
+        return [statistics.median(v) * 1e6 for v in per], statistics.median(sums) * 1e6
+
+    team_us, team_run = in_order(team_form)
+    alone_us, alone_run = in_order(alone_form)
+    best_form = [a if au < tu else t for t, a, tu, au in zip(team_form, alone_form, team_us, alone_us)]
+    _, best_run = in_order(best_form)
+    per_op: dict[str, dict[str, float]] = collections.defaultdict(lambda: collections.defaultdict(float))
+    for (label, _, _, team), tu, au in zip(items, team_us, alone_us):
+        row = per_op[label.rsplit("(", 1)[-1].rstrip(")")]
+        row["calls"] += 1
+        row["team_calls"] += bool(team)
+        row["us"] += tu
+        row["alone_us"] += au
+        row["best_us"] += min(tu, au)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
+    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    sess.run(None, feeds)
+    ort_run_us = _median_us(lambda: sess.run(None, feeds), max(1, reps // 4), 5)
+    opts.enable_profiling = True
+    profiled = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    for _ in range(reps):
+        profiled.run(None, feeds)
+    trace = profiled.end_profiling()
+    with open(trace) as f:
+        events = json.load(f)
+    os.remove(trace)
+    node_times: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
+    for e in events:
+        if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
+            node_times[(e["args"].get("op_name", "?"), e["name"])].append(float(e["dur"]))
+    ort_ops: dict[str, float] = collections.defaultdict(float)
+    for (op, _), ts in node_times.items():
+        ort_ops[op] += statistics.median(ts)
+    rows = sorted(({"op": op, **{k: (int(v) if k.endswith("calls") else v) for k, v in r.items()}}
+                   for op, r in per_op.items()), key=lambda r: -r["us"])
     plan.release()
-    return {"model": path, "run_us": run_us, "calls": len(calls), "sum_us": sum(r["total_us"] for r in rows),
-            "ops": rows}
+    return {"model": path, "threads": threads, "run_us": run_us, "calls": len(items),
+            "sum_us": team_run, "alone_sum_us": alone_run, "best_sum_us": best_run, "ops": rows,
+            "onnxruntime": {"run_us": ort_run_us, "sum_us": sum(ort_ops.values()),
+                            "ops": dict(sorted(ort_ops.items(), key=lambda kv: -kv[1]))}}
 
 
 @contextlib.contextmanager
@@ -222,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=30, help="timed calls of each node (ops)")
     ap.add_argument("--rounds", type=int, default=18, help="blocks of each contestant (bound, post-ops)")
     ap.add_argument("--threads", type=int, help="CPUs to use (default: all of the process's)")
+    ap.add_argument("--out", help="folder for the JSON document (ops)")
     args = ap.parse_args(argv)
     import os
 
@@ -242,10 +301,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{doc['model']}: us a run, fastest / median block: {cells}; outputs identical: {doc['identical']} "
               f"(largest difference {doc['max_diff']:.2g})")
         return 0
-    doc = ops(args.model, args.reps)
-    print(f"{doc['model']}: run {doc['run_us']:.0f} us; {doc['calls']} host calls summing {doc['sum_us']:.0f} us")
+    doc = ops(args.model, args.reps, threads)
+    print(f"{doc['model']} ({threads} threads): run {doc['run_us']:.0f} us; {doc['calls']} host calls in order "
+          f"{doc['sum_us']:.0f} us, every team call alone {doc['alone_sum_us']:.0f} us, the faster form per call "
+          f"{doc['best_sum_us']:.0f} us")
     for r in doc["ops"]:
-        print(f"  {r['op']:28s} {r['calls']:4d} calls {r['total_us']:9.1f} us  ({r['per_call_us']:.1f} us each)")
+        print(f"  {r['op']:28s} {r['calls']:4d} calls ({r['team_calls']:3d} team) {r['us']:9.1f} us, alone "
+              f"{r['alone_us']:9.1f}, faster {r['best_us']:9.1f}")
+    o = doc["onnxruntime"]
+    print(f"onnxruntime: run {o['run_us']:.0f} us; nodes summing {o['sum_us']:.0f} us")
+    for op, us in o["ops"].items():
+        print(f"  {op:28s} {us:9.1f} us")
+    if args.out:
+        import json
+        import pathlib
+
+        out = pathlib.Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"ops-{pathlib.Path(args.model).stem}-{threads}.json").write_text(json.dumps(doc, indent=1))
     return 0
 
 

@@ -10,8 +10,12 @@ sequential execution, all graph optimisations), inputs from and outputs to NumPy
 compared (largest difference over the largest magnitude of onnxruntime's output).  Timing: after two warm-up
 calls each, ``--rounds`` rounds, each timing a block of back-to-back calls of one contestant then of the other
 (the order alternating between rounds), a ``--pause`` between blocks; per contestant the median over rounds of
-the per-call time of its block.  ``--threads N`` limits the process to N CPUs (its affinity, before anything
-starts threads), so devicelayer's pools and onnxruntime's use the same cores.
+the per-call time of its block.  Where a model file is missing, it is exported here with PyTorch first: the
+process then holds PyTorch's OpenMP runtime and its threads too (oneDNN keeps a runtime of its own:
+``backends/host/omp_copy.py``).  ``--ort-config KEY=VALUE`` adds session config entries to onnxruntime's session
+(``session.intra_op.allow_spinning=0``: its pool's threads block instead of spinning after a call).
+``--threads N`` limits the process to N CPUs (its affinity, before anything starts threads), so devicelayer's
+pools and onnxruntime's use the same cores.
 
 Prints a table; writes JSON (machine, date, commit, threads, versions, whether oneDNN is there (``onednn``:
 its version, or null where the host runs NumPy and OpenBLAS), per model times and ratio, the geometric mean of
@@ -104,7 +108,8 @@ def max_rel_diff(ours: list[np.ndarray], theirs: list[np.ndarray]) -> float:
     return worst
 
 
-def bench_model(path: Path, threads: int, rounds: int, pause: float, block_s: float, seed: int) -> dict[str, Any]:
+def bench_model(path: Path, threads: int, rounds: int, pause: float, block_s: float, seed: int,
+                ort_config: dict[str, str] | None = None) -> dict[str, Any]:
     """One model: load both, compare outputs, time them paired."""
     import onnx
     import onnxruntime as ort
@@ -118,6 +123,8 @@ def bench_model(path: Path, threads: int, rounds: int, pause: float, block_s: fl
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     opts.log_severity_level = 3
+    for key, value in (ort_config or {}).items():
+        opts.add_session_config_entry(key, value)
     sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
     t0 = time.perf_counter()
     plan = dlo.load(model).compile(["host"])
@@ -162,7 +169,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=int(time.time()) % 100000, help="input seed (default: fresh)")
     ap.add_argument("--out", default=str(RESULTS), help="folder of the JSON results")
     ap.add_argument("--tag", default="", help="name part of the JSON file")
+    ap.add_argument("--ort-config", action="append", default=[], metavar="KEY=VALUE",
+                    help="an onnxruntime session config entry (repeatable), e.g. session.intra_op.allow_spinning=0")
     args = ap.parse_args(argv)
+    ort_config = dict(item.split("=", 1) for item in args.ort_config)
     threads = _limit_cpus(args.threads)  # before onnxruntime or devicelayer start a thread
 
     from rich.console import Console
@@ -183,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append({"model": name, "error": f"no {path} and no torch to export it: {exc}"})
                 continue
         try:
-            row = bench_model(path, threads, args.rounds, args.pause, args.block, args.seed)
+            row = bench_model(path, threads, args.rounds, args.pause, args.block, args.seed, ort_config)
         except Exception as exc:  # noqa: BLE001 - a model devicelayer cannot run is a row, not a crash
             row = {"model": name, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
         rows.append(row)
@@ -202,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     table.add_row("geometric mean", "", "", "", f"{geomean:.2f}", "", "")
     console.print(table)
     fields = {"threads": threads, "onnxruntime_intra_op_threads": threads, "rounds": args.rounds,
-              "pause_s": args.pause, "block_s": args.block, "seed": args.seed, "machine_info": platform.platform(),
+              "pause_s": args.pause, "block_s": args.block, "seed": args.seed, "onnxruntime_config": ort_config, "machine_info": platform.platform(),
               "cpus_in_machine": os.cpu_count(), "env": {k: os.environ[k] for k in
                                                           ("OMP_NUM_THREADS", "OPENBLAS_CORETYPE",
                                                            "DEVICELAYER_ONEDNN", "DEVICELAYER_PIN_THREADS")

@@ -73,8 +73,8 @@ class Stretch:
     """Bound calls run in order (``__call__``); ``seconds`` is the shortest run's duration (None before the
     first)."""
 
-    __slots__ = ("labels", "calls", "quiet", "team", "seconds", "runs", "_items", "_team_form", "_section",
-                 "_alone")
+    __slots__ = ("labels", "items", "calls", "quiet", "team", "seconds", "runs", "_items", "_team_form",
+                 "_section", "_alone")
 
     def __init__(self, items: list[tuple[str, Callable[[], object], bool, bool]],
                  section: tuple[Callable[[], int], Callable[[int], None]] | None = None) -> None:
@@ -83,6 +83,7 @@ class Stretch:
         (``omp.alone``) as they are, the team size set to one once for the whole run."""
         self.quiet = all(q for _, _, q, _ in items)
         self.labels = [label for label, _, _, _ in items]
+        self.items = items  # as built (``calls`` is the form that runs)
         self._section = section
         self._alone = False  # whether the run is one section of alone calls
         self.calls = self._calls(items)
