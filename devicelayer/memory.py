@@ -251,6 +251,9 @@ class MemoryPool:
     #: the driver may read an upload's host array when the copy is enqueued rather than when it runs (OpenCL
     #: allows it: NVIDIA's does): an upload whose waits are pending is held until they complete
     reads_host_when_enqueued = False
+    #: a plan gives each tensor a whole buffer (reused across lifetimes: ``graph.memory.plan_buffers``) rather
+    #: than a view of one arena, where the driver launches slower on views of one allocation
+    whole_buffers = False
 
     @property
     def pinned_host_arrays(self) -> bool:

@@ -3,6 +3,12 @@
 Greedy by size (as TFLite's planner): tensors sorted largest first, each put
 at the lowest aligned offset where it overlaps no already-placed tensor whose
 lifetime it shares.
+
+Where a device's launches run slower on views of one allocation
+(``MemoryPool.whole_buffers``), ``plan_buffers`` gives each tensor a whole
+buffer of its own instead, a buffer shared by tensors whose lifetimes do not
+meet: in order of first use, each takes the smallest free buffer that holds
+it, else the largest free one (grown to fit), else a new one.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ class ArenaPlan:
     peak: int
     lower_bound: int
     no_reuse: int
+    #: ``plan_buffers``: the buffer index of each key (its offset is 0), and each buffer's size
+    buffers: dict[object, int] | None = None
+    buffer_sizes: list[int] | None = None
 
 
 def _align(n: int, a: int) -> int:
@@ -59,6 +68,34 @@ def plan_arena(slots: list[Slot], alignment: int = 256) -> ArenaPlan:
     steps = sorted({s.first for s in slots} | {s.last for s in slots})
     lower = max((sum(sizes[s.key] for s in slots if s.first <= t <= s.last) for t in steps), default=0)
     return ArenaPlan(offsets, peak, lower, sum(sizes.values()))
+
+
+def plan_buffers(slots: list[Slot], alignment: int = 256) -> ArenaPlan:
+    """Whole buffers for ``slots`` (see above); ``peak`` is their total size."""
+    sizes = {s.key: _align(max(s.nbytes, 1), alignment) for s in slots}
+    order = sorted(slots, key=lambda s: (s.first, -sizes[s.key], str(s.key)))
+    buffer_sizes: list[int] = []
+    busy_until: list[int] = []  # the last step of the latest slot in each buffer
+    buffers: dict[object, int] = {}
+    for s in order:
+        size = sizes[s.key]
+        free = [b for b in range(len(buffer_sizes)) if busy_until[b] < s.first]
+        fits = [b for b in free if buffer_sizes[b] >= size]
+        if fits:
+            b = min(fits, key=lambda b: (buffer_sizes[b], b))
+        elif free:
+            b = max(free, key=lambda b: (buffer_sizes[b], -b))
+            buffer_sizes[b] = size
+        else:
+            b = len(buffer_sizes)
+            buffer_sizes.append(size)
+            busy_until.append(s.last)
+        busy_until[b] = s.last
+        buffers[s.key] = b
+    steps = sorted({s.first for s in slots} | {s.last for s in slots})
+    lower = max((sum(sizes[s.key] for s in slots if s.first <= t <= s.last) for t in steps), default=0)
+    return ArenaPlan({key: 0 for key in buffers}, sum(buffer_sizes), lower, sum(sizes.values()), buffers,
+                     buffer_sizes)
 
 
 def nbytes(t: Any) -> int:

@@ -33,7 +33,7 @@ from .fuse import Fusion, annotate, fuse_graph, kernel_counts, report_lines
 from . import precision
 from .lane import Lane, lane_inputs
 from .layout import negotiate
-from .memory import ArenaPlan, Slot, nbytes as _nbytes, plan_arena
+from .memory import ArenaPlan, Slot, nbytes as _nbytes, plan_arena, plan_buffers
 from .placement import Placement, place, placement_lines
 from .profile import Profiled
 
@@ -279,11 +279,16 @@ class ExecutionPlan(Profiled):
                        if key[0] not in outputs and key[0] not in inputs]
             entries += [Slot(("tmp",) + key, _nbytes(t), i, last)
                         for key, t, i, last in per_device_temps.get(dev_id, [])]
-            arena_plan = plan_arena(entries, align)
+            whole = dev.pool.whole_buffers  # launches on views of one arena run slower there
+            arena_plan = (plan_buffers if whole else plan_arena)(entries, align)
             arena_plans[dev_id] = arena_plan
             separate = arena_plan.peak > dev.info.max_allocation  # one arena would exceed the largest buffer
             try:
-                if arena_plan.peak and not separate:
+                if whole:
+                    held = [dev.pool.allocate(size) for size in arena_plan.buffer_sizes or ()]
+                    extra += held
+                    own = {e.key: held[arena_plan.buffers[e.key]] for e in entries}  # type: ignore[index]
+                elif arena_plan.peak and not separate:
                     arenas[dev_id] = dev.pool.allocate(arena_plan.peak)
                     own = None
                 else:
