@@ -7,12 +7,13 @@ recorded host calls timed one by one, summed per op type.
 
 ``chain``: an ONNX graph of N alternating Add (of a constant) and Relu nodes on a 1x16 float32 tensor, run as
 a devicelayer host plan and as an onnxruntime session (same threads), NumPy in and out; per call medians, and
-the per-node cost as the slope between the chain lengths.  ``ops``: the plan's recorded host calls run in
-order on the device's worker, each timed, medians per call summed per op type, beside the whole run's time (the
+the per-node cost as the slope between the chain lengths.  ``ops``: the plan's recorded host calls run in order
+on the device's worker, each timed, medians per call summed per op type, beside the whole run's time (the
 difference is the run's fixed cost): as recorded, with every call that wakes oneDNN's team in its alone form,
-and with the faster of the two per call; and onnxruntime's profiler's per-node medians summed per op type.  ``bound``, ``post-ops`` and ``attention``: the model
-as two host plans in one process, one in an earlier form, one as the library makes it now, and onnxruntime beside them;
-blocks of 100 runs in a rotating order, a pause before each; per contestant the fastest and the median block.
+and with the faster of the two per call; and onnxruntime's profiler's per-node medians summed per op type.
+``bound``, ``post-ops`` and ``attention``: the model as two host plans in one process, one in an earlier form,
+one as the library makes it now, and onnxruntime beside them; blocks of 100 runs in a rotating order, a pause
+before each; per contestant the fastest and the median block.
 ``bound``: the earlier plan's oneDNN calls run each layer as a call made before ``Layer.bind`` did (pointing the
 layer's shared memories at the call's operands, then executing).  ``post-ops``: the earlier plan's small products
 with an epilogue run NumPy's product and steps instead of oneDNN's matmul with the epilogue as post-ops.

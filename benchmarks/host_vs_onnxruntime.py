@@ -212,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     table.add_row("geometric mean", "", "", "", f"{geomean:.2f}", "", "")
     console.print(table)
     fields = {"threads": threads, "onnxruntime_intra_op_threads": threads, "rounds": args.rounds,
-              "pause_s": args.pause, "block_s": args.block, "seed": args.seed, "onnxruntime_config": ort_config, "machine_info": platform.platform(),
+              "pause_s": args.pause, "block_s": args.block, "seed": args.seed,
+              "onnxruntime_config": ort_config, "machine_info": platform.platform(),
               "cpus_in_machine": os.cpu_count(), "env": {k: os.environ[k] for k in
                                                           ("OMP_NUM_THREADS", "OPENBLAS_CORETYPE",
                                                            "DEVICELAYER_ONEDNN", "DEVICELAYER_PIN_THREADS")

@@ -114,3 +114,24 @@ def test_wanted_follows_the_environment(monkeypatch, value, want):
     else:
         monkeypatch.setenv("DEVICELAYER_PRIVATE_OPENMP", value)
     assert omp_copy.wanted() is want
+
+
+@needs_gomp
+def test_copies_are_made_once_and_stale_ones_go_when_new_ones_are_made(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEVICELAYER_CACHE", str(tmp_path / "cache"))
+    lib = tmp_path / "lib" / "libdnnl.so.3"
+    lib.parent.mkdir()
+    lib.write_bytes(open(GOMP, "rb").read())  # (an ELF naming libgomp.so.1 stands in for oneDNN)
+    first = omp_copy._copies(str(lib))
+    assert first is not None and all(p.is_file() for p in first)
+    assert omp_copy.renamed(first[0].read_bytes()) is None  # the copy names libgomp.dl.1 only
+    assert omp_copy._copies(str(lib)) == first  # made once
+    os.utime(lib, ns=(lib.stat().st_atime_ns, lib.stat().st_mtime_ns + 10**9))  # an upgrade in place
+    second = omp_copy._copies(str(lib))
+    assert second is not None and second[0].parent != first[0].parent
+    assert not first[0].parent.exists() and second[0].is_file()  # the stale pair went
+    root = second[0].parent.parent
+    (root / "not-a-copy").mkdir()  # a folder without sources.json is left alone
+    assert omp_copy.prune(root) == [] and (root / "not-a-copy").is_dir()
+    lib.unlink()  # its original gone: the pair goes at the next prune
+    assert omp_copy.prune(root) == [second[0].parent] and not second[0].parent.exists()

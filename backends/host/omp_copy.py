@@ -7,10 +7,11 @@ op on; a oneDNN linked to the same ``libgomp.so.1`` then shares that runtime, th
 barrier in every primitive sleeps and wakes: the host ran SqueezeNet, MobileNetV2 and BERT 2.1-2.4x slower on
 the 2-core VM, and 2-4x slower on the H200 machine's 16 cores, after one PyTorch op in the process.
 
-So oneDNN runs on a copy of its own (``private``): ``libgomp.so.1`` copied with its soname changed to
+So oneDNN runs on a copy of its own (``load``): ``libgomp.so.1`` copied with its soname changed to
 ``libgomp.dl.1``, and ``libdnnl.so.3`` copied with its need for ``libgomp.so.1`` renamed the same way (same
 length, patched in each file's dynamic string table, where the soname, the needed entry and the symbol versions'
-file names live), both kept in the disk cache. The copy of libgomp is loaded first, by its path; then libdnnl
+file names live), both kept in the disk cache; copies whose originals are gone or changed are removed when a new
+pair is made. The copy of libgomp is loaded first, by its path; then libdnnl
 with ``RTLD_DEEPBIND``, so its OpenMP calls bind to the copy even where another libgomp is in the global scope.
 Its threads are devicelayer's alone, whatever else the process loads, before or after.
 ``DEVICELAYER_PRIVATE_OPENMP=0`` loads oneDNN as it is.
@@ -20,7 +21,9 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import json
 import os
+import shutil
 import struct
 import subprocess
 from pathlib import Path
@@ -108,8 +111,8 @@ def _copies(dnnl: str) -> tuple[Path, Path] | None:
     gomp = runtime_file(os.path.dirname(dnnl))
     if gomp is None:
         return None
-    stats = [(p, os.stat(p)) for p in (dnnl, gomp)]
-    key = hashlib.sha256(repr([(p, s.st_size, s.st_mtime_ns) for p, s in stats]).encode()).hexdigest()[:16]
+    sources = [_stat(p) for p in (dnnl, gomp)]
+    key = hashlib.sha256(repr([tuple(s) for s in sources]).encode()).hexdigest()[:16]
     folder = diskcache.cache_dir() / "openmp" / key
     gomp_copy, dnnl_copy = folder / OWN.decode(), folder / os.path.basename(dnnl)
     if gomp_copy.is_file() and dnnl_copy.is_file():
@@ -121,7 +124,34 @@ def _copies(dnnl: str) -> tuple[Path, Path] | None:
         new_gomp = renamed(Path(gomp).read_bytes()) if new_dnnl is not None else None
         if new_gomp is None or not diskcache.write(gomp_copy, new_gomp) or not diskcache.write(dnnl_copy, new_dnnl):
             return None
+        diskcache.write(folder / SOURCES, json.dumps(sources).encode())
+    prune(folder.parent)
     return gomp_copy, dnnl_copy
+
+
+SOURCES = "sources.json"  # a copy's originals: [path, size, modification time in ns] each
+
+
+def _stat(path: str) -> list:
+    s = os.stat(path)
+    return [path, s.st_size, s.st_mtime_ns]
+
+
+def prune(root: Path) -> list[Path]:
+    """Remove the copies under ``root`` whose originals are gone or changed (an upgraded oneDNN or libgomp leaves
+    54 MB behind otherwise); the folders removed.  A process still running a removed copy keeps its mapping."""
+    removed = []
+    for folder in root.iterdir() if root.is_dir() else ():
+        try:
+            sources = json.loads((folder / SOURCES).read_text())
+            stale = any(not os.path.exists(p) or _stat(p) != [p, size, mtime] for p, size, mtime in sources)
+        except (OSError, ValueError, TypeError):
+            continue  # (not a copy's folder, or one being written)
+        if stale:
+            shutil.rmtree(folder, ignore_errors=True)
+            Path(f"{folder}.lock").unlink(missing_ok=True)
+            removed.append(folder)
+    return removed
 
 
 def load(dnnl: str) -> ctypes.CDLL | None:
