@@ -19,11 +19,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import cupy
 import numpy as np
 
 from devicelayer.kernels.op import get
 
+from . import vector_kernels
 from .backend import _address, _Vendor
 
 #: query rows a block takes (16 a warp)
@@ -214,18 +214,6 @@ extern "C" __global__ void __launch_bounds__(BM * 2) devicelayer_flash_attention
 }
 """
 
-_compiled: dict[tuple, Any] = {}
-
-
-def _kernel(**defines: Any) -> Any:
-    key = tuple(sorted(defines.items()))
-    kernel = _compiled.get(key)
-    if kernel is None:
-        head = "".join(f"#define {name} {value}\n" for name, value in defines.items())
-        kernel = _compiled[key] = cupy.RawKernel(head + _SOURCE, "devicelayer_flash_attention")
-    return kernel
-
-
 def _strides(shape: tuple, sequence_major: bool) -> tuple[int, int, int]:
     """(batch, head, sequence) strides in elements of a dense (B, H, S, D), or (B, S, H, D) where sequence-major."""
     if sequence_major:
@@ -280,10 +268,12 @@ class FlashAttention(_Vendor):
         if mask is not None:
             mb, mh, mq = op.mask_strides(mask)
             jlimit = min(skv, mask.shape[-1])
-        kernel = _kernel(D=d, BM=BLOCK_M, BN=BLOCK_N, ALIGNED=int(aligned), CAUSAL=int(bool(attrs["is_causal"])),
-                         HAS_MASK=int(mask is not None), MASK_BOOL=int(mask is not None and mask.dtype == np.bool_),
-                         MASK_T="unsigned char" if mask is not None and mask.dtype == np.bool_ else "__half",
-                         NAN_ROWS=int(bool(attrs.get("nan_rows"))))
+        kernel = vector_kernels.kernel(
+            _SOURCE, "devicelayer_flash_attention", D=d, BM=BLOCK_M, BN=BLOCK_N, ALIGNED=int(aligned),
+            CAUSAL=int(bool(attrs["is_causal"])), HAS_MASK=int(mask is not None),
+            MASK_BOOL=int(mask is not None and mask.dtype == np.bool_),
+            MASK_T="unsigned char" if mask is not None and mask.dtype == np.bool_ else "__half",
+            NAN_ROWS=int(bool(attrs.get("nan_rows"))))
         row = (hq + 2 * hk) * d
         strides = [(sq * row, d, row)] * 3 if packed else \
             [_strides(t.shape, bool(f)) for t, f in zip(ins[:3], major[:3])]

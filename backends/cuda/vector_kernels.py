@@ -1,6 +1,6 @@
-"""What the CUDA backend's own kernels over vectors of elements share (``depthwise_conv``, ``layernorm``): the
-element types they take, the vector they load and store (``vec_t``: ``V`` elements of ``T``, aligned to its
-size), and one NVRTC compile per source and set of defines (CuPy keeps the binary on disk)."""
+"""What the CUDA backend's own kernels share: one NVRTC compile per source and set of defines (``kernel``; CuPy
+keeps the binary on disk), and for those over vectors of elements (``depthwise_conv``, ``layernorm``) the element
+types they take and the vector they load and store (``vec_t``: ``V`` elements of ``T``, aligned to its size)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,17 @@ _HEADER = "#include <cuda_fp16.h>\nstruct alignas(VB) vec_t { T v[V]; };\n"
 _compiled: dict[tuple, Any] = {}
 
 
+def kernel(source: str, entry: str, header: str = "", **defines: Any) -> Any:
+    """Kernel ``entry`` of ``header`` + ``source`` with ``defines`` put before them (compiled once per process; an
+    entry names one source)."""
+    key = (entry, tuple(sorted(defines.items())))
+    found = _compiled.get(key)
+    if found is None:
+        head = "".join(f"#define {name} {value}\n" for name, value in defines.items())
+        found = _compiled[key] = cupy.RawKernel(head + header + source, entry)
+    return found
+
+
 def compiled(source: str, entry: str, dtype: np.dtype, v: int, **defines: int) -> Any:
     """Kernel ``entry`` of ``source`` for elements of ``dtype`` in vectors of ``v``, with integer ``defines``."""
-    key = (entry, dtype, v, tuple(defines.items()))
-    kernel = _compiled.get(key)
-    if kernel is None:
-        every = {"T": DTYPES[dtype], "V": v, "VB": v * dtype.itemsize, **defines}
-        head = "".join(f"#define {name} {value}\n" for name, value in every.items())
-        kernel = _compiled[key] = cupy.RawKernel(head + _HEADER + source, entry)
-    return kernel
+    return kernel(source, entry, _HEADER, T=DTYPES[dtype], V=v, VB=v * dtype.itemsize, **defines)

@@ -30,9 +30,10 @@ from pathlib import Path
 
 from devicelayer import diskcache
 
+from .omp import _OFF
+
 RUNTIME = b"libgomp.so.1"
 OWN = b"libgomp.dl.1"  # the copy's soname: as long as RUNTIME's
-_OFF = ("0", "off", "no", "false")
 _DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
                  "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
 _kept: list[ctypes.CDLL] = []  # the loaded copies of libgomp (never unloaded)

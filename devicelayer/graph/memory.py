@@ -65,9 +65,7 @@ def plan_arena(slots: list[Slot], alignment: int = 256) -> ArenaPlan:
         offsets[s.key] = best
         placed.append((best, best + size, s))
     peak = max((o + sizes[s.key] for o, _, s in placed), default=0)
-    steps = sorted({s.first for s in slots} | {s.last for s in slots})
-    lower = max((sum(sizes[s.key] for s in slots if s.first <= t <= s.last) for t in steps), default=0)
-    return ArenaPlan(offsets, peak, lower, sum(sizes.values()))
+    return ArenaPlan(offsets, peak, _lower_bound(slots, sizes), sum(sizes.values()))
 
 
 def plan_buffers(slots: list[Slot], alignment: int = 256) -> ArenaPlan:
@@ -92,10 +90,14 @@ def plan_buffers(slots: list[Slot], alignment: int = 256) -> ArenaPlan:
             busy_until.append(s.last)
         busy_until[b] = s.last
         buffers[s.key] = b
+    return ArenaPlan({key: 0 for key in buffers}, sum(buffer_sizes), _lower_bound(slots, sizes), sum(sizes.values()),
+                     buffers, buffer_sizes)
+
+
+def _lower_bound(slots: list[Slot], sizes: dict[object, int]) -> int:
+    """The most bytes live at one step: no plan of ``slots`` takes less."""
     steps = sorted({s.first for s in slots} | {s.last for s in slots})
-    lower = max((sum(sizes[s.key] for s in slots if s.first <= t <= s.last) for t in steps), default=0)
-    return ArenaPlan({key: 0 for key in buffers}, sum(buffer_sizes), lower, sum(sizes.values()), buffers,
-                     buffer_sizes)
+    return max((sum(sizes[s.key] for s in slots if s.first <= t <= s.last) for t in steps), default=0)
 
 
 def nbytes(t: Any) -> int:

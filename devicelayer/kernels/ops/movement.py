@@ -1,7 +1,8 @@
 """Data movement: concat, split, slice, pad, transpose, reshape, flatten, squeeze, unsqueeze, gather,
 depth_to_space, space_to_depth (ONNX semantics), and channel_shuffle (ShuffleNet's channel interleave).
 
-concat and split move every piece in one launch (``pieces``).  Most of the others are one strided copy: the output (or a block of it) is walked as an
+concat and split move up to eight pieces in one launch (``pieces``).  Most of the others are one strided copy:
+the output (or a block of it) is walked as an
 up-to-6-D box; each point reads the input at ``xo + sum(c[k] * a[k])`` and
 writes the output at ``yo + sum(c[k] * b[k])``.  Strides may be negative (slices
 with negative steps).  Dims are coalesced first, so higher ranks work whenever
@@ -137,15 +138,21 @@ def coalesce(dims: Sequence[int], *strides: Sequence[int]) -> tuple[list[int], l
     return out_d, out_s
 
 
+def copy_type_for(dtype: np.dtype, who: str) -> str:
+    """``copy_type`` of ``dtype``; UnsupportedOp naming ``who`` where there is none."""
+    ct = copy_type(dtype)
+    if ct is None:
+        raise UnsupportedOp(f"{who}: no copy kernel for {np.dtype(dtype)}")
+    return ct
+
+
 def copy_launch(dtype: np.dtype, src: tuple, dst: tuple, dims: Sequence[int], a: Sequence[int], xo: int,
                 b: Sequence[int], yo: int, info: DeviceInfo, who: str) -> Launch | None:
     """A strided copy of the box ``dims`` (None when it is empty); UnsupportedOp past 6 folded dims."""
     n = int(np.prod(dims, dtype=np.int64)) if len(dims) else 1
     if n == 0:
         return None
-    ct = copy_type(dtype)
-    if ct is None:
-        raise UnsupportedOp(f"{who}: no copy kernel for {np.dtype(dtype)}")
+    ct = copy_type_for(dtype, who)
     d, (a, b) = coalesce(dims, a, b)
     if len(d) > MAX_RANK:
         raise UnsupportedOp(f"{who}: the copy folds into {len(d)} dims; kernels walk at most {MAX_RANK}")
@@ -222,12 +229,9 @@ class Concat(Movement):
 
     def plan(self, inputs, outputs, attrs, info):
         axis = attrs["axis"]
-        sizes = [t.shape[axis] for t in inputs]
         if sum(1 for t in inputs if t.size) > 1:  # (one launch for every PIECES inputs)
-            ct = copy_type(inputs[0].dtype)
-            if ct is None:
-                raise UnsupportedOp(f"{self.name}: no copy kernel for {inputs[0].dtype}")
-            return Plan(piece_launches(ct, outputs[0].shape, axis, sizes, True, info, self.name))
+            return Plan(piece_launches(copy_type_for(inputs[0].dtype, self.name), outputs[0].shape, axis,
+                                       [t.shape[axis] for t in inputs], True, info, self.name))
         ostrides = contiguous_strides(outputs[0].shape)
         steps, offset = [], 0
         for i, t in enumerate(inputs):
@@ -286,10 +290,8 @@ class Split(Movement):
     def plan(self, inputs, outputs, attrs, info):
         axis, src = attrs["axis"], inputs[0]
         if sum(1 for t in outputs if t.size) > 1:  # (one launch for every PIECES outputs)
-            ct = copy_type(src.dtype)
-            if ct is None:
-                raise UnsupportedOp(f"{self.name}: no copy kernel for {src.dtype}")
-            return Plan(piece_launches(ct, src.shape, axis, attrs["split"], False, info, self.name))
+            return Plan(piece_launches(copy_type_for(src.dtype, self.name), src.shape, axis, attrs["split"], False,
+                                       info, self.name))
         istrides = contiguous_strides(src.shape)
         steps, offset = [], 0
         for j, t in enumerate(outputs):
