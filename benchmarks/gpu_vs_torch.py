@@ -70,18 +70,19 @@ def _checked(model_bytes: bytes) -> str | None:
 
 
 def _float16_converted(module: Any, example: tuple, names: list[str]) -> bytes:
-    """The module exported in float32 and converted to float16 by onnxconverter-common (the module and its float
-    inputs are float16 again after).  Casts to float32 the export had (a half model's upcasts) cast to float16,
-    so the whole model computes in half as its converted weights do."""
+    """The module exported in float32 and converted to float16 by onnxconverter-common (the module is in its own
+    precision again after).  Casts to float32 the export had (a half model's upcasts) cast to float16, so the
+    whole model computes in half as its converted weights do."""
     import onnx
     from onnxconverter_common import float16
 
+    own = next(module.parameters()).dtype
     module.float()
     try:
         model = onnx.load_from_string(_export(module, tuple(x.float() if x.is_floating_point() else x
                                                              for x in example), names))
     finally:
-        module.half()
+        module.to(own)
     upcasts = {n.name for n in model.graph.node if n.op_type == "Cast"
                and any(a.name == "to" and a.i == onnx.TensorProto.FLOAT for a in n.attribute)}
     with warnings.catch_warnings():
@@ -92,6 +93,46 @@ def _float16_converted(module: Any, example: tuple, names: list[str]) -> bytes:
             for a in node.attribute:
                 if a.name == "to":
                     a.i = onnx.TensorProto.FLOAT16
+    return model.SerializeToString()
+
+
+def _bfloat16_retyped(model_bytes: bytes) -> bytes:
+    """A float16 model with every float16 tensor type, initializer, constant and cast in bfloat16 instead (the
+    values rounded to bfloat16 through float32)."""
+    import onnx
+    from onnx import TensorProto, numpy_helper
+
+    from devicelayer.dtypes import dtype as as_dtype
+
+    bf16 = as_dtype("bfloat16")
+
+    def tensor(t: Any) -> None:
+        if t.data_type == TensorProto.FLOAT16:
+            values = numpy_helper.to_array(t).astype(np.float32).astype(bf16)
+            t.ClearField("int32_data")
+            t.data_type = TensorProto.BFLOAT16
+            t.raw_data = values.view(np.uint16).tobytes()
+
+    def value_type(v: Any) -> None:
+        if v.type.tensor_type.elem_type == TensorProto.FLOAT16:
+            v.type.tensor_type.elem_type = TensorProto.BFLOAT16
+
+    def graph(g: Any) -> None:
+        for t in g.initializer:
+            tensor(t)
+        for v in (*g.input, *g.output, *g.value_info):
+            value_type(v)
+        for node in g.node:
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.TENSOR:
+                    tensor(a.t)
+                elif a.type == onnx.AttributeProto.GRAPH:
+                    graph(a.g)
+                elif a.name == "to" and a.type == onnx.AttributeProto.INT and a.i == TensorProto.FLOAT16:
+                    a.i = TensorProto.BFLOAT16
+
+    model = onnx.load_from_string(model_bytes)
+    graph(model.graph)
     return model.SerializeToString()
 
 
@@ -151,9 +192,19 @@ def run_case(name: str, batch: int, dtype: str, device_ids: list[str], modes: li
         example = tuple(x.to(tdtype) if x.is_floating_point() else x for x in example)
     host_inputs = [x.numpy() if x.dtype != torch.bfloat16 else x.float().numpy() for x in example]
     with torch.no_grad():
-        model_bytes = _export(module, tuple(x.cuda() for x in example), names)
-        problem = _checked(model_bytes)
+        try:
+            model_bytes = _export(module, tuple(x.cuda() for x in example), names)
+            problem = _checked(model_bytes)
+        except Exception as exc:  # noqa: BLE001 - (PyTorch's exporter refuses some bfloat16 models)
+            if dtype != "bfloat16":
+                raise
+            model_bytes, problem = b"", f"{type(exc).__name__}: {str(exc)[:300]}"
         row["export"] = f"torch.onnx.export in {dtype}"
+        if problem is not None and dtype == "bfloat16":
+            row["export refused"] = problem
+            model_bytes = _bfloat16_retyped(_float16_converted(module, tuple(x.cuda() for x in example), names))
+            row["export"] = ("torch.onnx.export in float32, onnxconverter-common's float16 conversion, float16 "
+                             "retyped as bfloat16")
         if problem is not None and dtype == "float16":
             # PyTorch's export of a half model can mix float32 and float16 where ONNX allows one type (a
             # LayerNormalization fed by float32 upcasts: onnx's checker and onnxruntime refuse it too)
@@ -188,6 +239,10 @@ def run_case(name: str, batch: int, dtype: str, device_ids: list[str], modes: li
         except Exception as exc:  # noqa: BLE001 - a peer that fails is reported, the others go on
             row[f"torch.compile {mode} error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
     feeds = dict(zip(names, host_inputs))
+    if dtype == "bfloat16":  # (what a bfloat16 model's user passes)
+        from devicelayer.dtypes import dtype as as_dtype
+
+        feeds = {n: a.astype(as_dtype(dtype)) if a.dtype == np.float32 else a for n, a in feeds.items()}
     for dev_id in device_ids:
         dev = dl.device(dev_id)
         for fuse in (True, False):

@@ -84,3 +84,18 @@ def iinfo(dt: Any) -> Any:
 
 __all__ = ["EXTRA", "EXTRA_FLOATS", "EXTRA_INTS", "HOST_ONLY", "dtype", "is_float", "is_integer", "is_signed",
            "is_number", "finfo", "iinfo"]
+
+
+def computes_as_float(dt: Any) -> bool:
+    """Whether ``dt`` is a float the kernels compute on: NumPy's floats, and bfloat16 (in float32); not the
+    storage-only float8 and float4 types."""
+    dt = np.dtype(dt)
+    return dt.kind == "f" or dt.name == "bfloat16"
+
+
+def eps(dt: Any) -> float:
+    """The machine epsilon of a floating-point dtype (NumPy's or an extra one such as bfloat16)."""
+    dt = np.dtype(dt)
+    if dt.name in EXTRA_FLOATS:
+        return float(ml_dtypes.finfo(dt).eps)
+    return float(np.finfo(dt).eps)

@@ -1,8 +1,8 @@
-"""CUDA's float16 attention on tensor cores (backends/cuda/flash_attention.py): head sizes 16 to 128, ragged query
-and key blocks, grouped heads, every layout, bool and float masks (shorter than the keys, -inf entries, rows masked
-whole as zeros or NaN), causal with an offset, windows, buffers too little aligned for 16-byte loads; the calls it
-leaves to the op's kernels; a plan whose attention pattern runs through it. Every result against float64 with the
-outputs poisoned."""
+"""CUDA's float16 and bfloat16 attention on tensor cores (backends/cuda/flash_attention.py): head sizes 16 to 128,
+ragged query and key blocks, grouped heads, every layout, bool and float masks (shorter than the keys, -inf entries,
+rows masked whole as zeros or NaN), causal with an offset, windows, buffers too little aligned for 16-byte loads;
+the calls it leaves to the op's kernels; a plan whose attention pattern runs through it. Every result against
+float64 with the outputs poisoned."""
 
 from __future__ import annotations
 
@@ -12,7 +12,11 @@ import pytest
 import devicelayer as dl
 from devicelayer.kernels.op import TensorType, get
 from devicelayer.tensors import Tensor
+from devicelayer.dtypes import dtype as as_dtype
 from op_cases.attention import _attn
+
+BF16 = as_dtype("bfloat16")
+HALVES = (np.dtype(np.float16), BF16)
 
 CUDA = [d for d in dl.devices() if d.info.backend == "cuda"]
 pytestmark = pytest.mark.skipif(not CUDA, reason="no CUDA device")
@@ -43,7 +47,7 @@ CASES = {
 
 def _reference(arrays, attrs):
     op = get(A)
-    wide = [a.astype(np.float64) if a.dtype == np.float16 else a for a in arrays]
+    wide = [a.astype(np.float64) if a.dtype in HALVES else a for a in arrays]
     checked, _ = op.prepare([TensorType(a.shape, a.dtype) for a in wide], dict(attrs))
     with np.errstate(all="ignore"):
         return op.reference(wide, checked)[0]
@@ -59,21 +63,29 @@ def _accepts(arrays, attrs):
 
 def _close(got, want):
     assert got.shape == want.shape
+    got = got.astype(np.float64)
     assert np.array_equal(np.isnan(got), np.isnan(want))
-    np.testing.assert_allclose(np.nan_to_num(got.astype(np.float64)), np.nan_to_num(want), rtol=1e-2, atol=1e-2)
+    tol = 3e-2 if got.dtype == BF16 else 1e-2  # (bfloat16 keeps 8 bits of mantissa, float16 11)
+    np.testing.assert_allclose(np.nan_to_num(got), np.nan_to_num(want), rtol=tol, atol=tol)
+
+
+def _in(dtype, arrays):
+    """The arrays with their float16 ones in ``dtype``."""
+    return [a.astype(dtype) if a.dtype == np.float16 else a for a in arrays]
 
 
 def _run(arrays, attrs, out_shape):
     dev = CUDA[0]
-    out = dl.tensor(np.full(out_shape, np.nan, np.float16), dev)
+    out = dl.tensor(np.full(out_shape, np.nan, arrays[0].dtype), dev)
     dl.ops.run(A, [dl.tensor(a, dev) for a in arrays], out=[out], **attrs)
     return out.numpy()
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_against_float64(rng, case):
+def test_against_float64(rng, case, dtype):
     make, attrs = CASES[case]
-    arrays = make(rng)
+    arrays = _in(dtype, make(rng))
     assert _accepts(arrays, attrs)
     want = _reference(arrays, attrs)
     _close(_run(arrays, attrs, want.shape), want)
@@ -129,16 +141,28 @@ def test_calls_left_to_the_op_kernels_still_match(rng, why, make, attrs):
     np.testing.assert_allclose(got[0].numpy().astype(np.float64), _reference(arrays, attrs), rtol=tol, atol=tol)
 
 
-def test_a_plan_runs_its_attention_pattern_through_the_kernel(rng):
-    """Q·Kᵀ scaled, a causal mask added, softmax, ·V in float16 at batch 1: the pattern becomes the attention op,
-    which the kernel runs (where cuBLAS's products would stay for the op's own kernels at this size)."""
+def test_bfloat16_inputs_with_a_float16_mask_are_left_to_the_op_kernels(rng):
+    arrays = _in(BF16, _attn(Sq=32, Skv=32, Dk=64, Dv=64, mask=((32, 32), "float"), dtype="float16")(rng))
+    assert _accepts(arrays, {})
+    try:
+        taken = _accepts(arrays[:3] + [arrays[3].astype(np.float16)], {})
+    except dl.InvalidArgument:  # (the op refuses the mix itself)
+        taken = False
+    assert not taken
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_plan_runs_its_attention_pattern_through_the_kernel(rng, dtype):
+    """Q·Kᵀ scaled, a causal mask added, softmax, ·V in half precision at batch 1: the pattern becomes the attention
+    op, which the kernel runs (where cuBLAS's products would stay for the op's own kernels at this size)."""
     from devicelayer.kernels.runner import vendor_of
 
     B, H, S, D = 1, 4, 128, 64
+    t = as_dtype(dtype)
     g = dl.Graph()
-    q, k, v = (g.input(n, (B, H, S, D), np.float16) for n in "qkv")
-    s = g.mul(g.matmul(q, g.transpose(k, perm=[0, 1, 3, 2])), g.constant(np.float16(1 / np.sqrt(D))))
-    s = g.add(s, g.constant(np.triu(np.full((S, S), -np.inf, np.float16), 1)))
+    q, k, v = (g.input(n, (B, H, S, D), t) for n in "qkv")
+    s = g.mul(g.matmul(q, g.transpose(k, perm=[0, 1, 3, 2])), g.constant(np.array(1 / np.sqrt(D), t)))
+    s = g.add(s, g.constant(np.triu(np.full((S, S), -np.inf), 1).astype(t)))
     g.output("y", g.matmul(g.softmax(s, axis=-1), v))
     plan = g.compile([CUDA[0]])
     try:
@@ -146,7 +170,7 @@ def test_a_plan_runs_its_attention_pattern_through_the_kernel(rng):
         assert node.op == A
         [step] = [st for st in plan._prepared.steps if st.kind == "node"]
         assert type(vendor_of(step.op_plan)).__name__ == "FlashAttention"
-        feeds = {n: rng.uniform(-1, 1, (B, H, S, D)).astype(np.float16) for n in "qkv"}
+        feeds = {n: rng.uniform(-1, 1, (B, H, S, D)).astype(t) for n in "qkv"}
         mask = np.triu(np.full((S, S), -np.inf), 1)
         want = _reference([feeds["q"], feeds["k"], feeds["v"], mask], {})
         _close(plan(**feeds)["y"], want)

@@ -13,7 +13,7 @@ from devicelayer.tensors import Tensor
 
 CUDA = [d for d in dl.devices() if d.info.backend == "cuda"]
 pytestmark = pytest.mark.skipif(not CUDA, reason="no CUDA device")
-TOL = {"float16": 4e-3, "float32": 2e-5}
+TOL = {"float16": 4e-3, "bfloat16": 1.6e-2, "float32": 2e-5}
 
 
 def _reference(x, scale, bias, axis, eps, center=True):
@@ -42,7 +42,7 @@ def _poisoned(shape, dtype):
     return dl.tensor(np.full(shape, np.nan, dtype), CUDA[0])
 
 
-@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 @pytest.mark.parametrize("shape,axis", [((3, 5, 96), -1), ((7, 768), 1), ((2, 3, 4096), 2), ((33, 1), 1),
                                         ((4, 3, 10), 1), ((5, 100), -1), ((6, 12, 7), -1), ((2, 0, 16), -1)])
 @pytest.mark.parametrize("params", ["none", "scale", "scale-bias"])
@@ -61,7 +61,7 @@ def test_layer_normalization_against_float64(rng, dtype, shape, axis, params):
     np.testing.assert_allclose(y.numpy().astype(np.float64), want, rtol=TOL[dtype], atol=TOL[dtype] * 4)
 
 
-@pytest.mark.parametrize("dtype", ["float16", "float32"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 def test_rms_normalization_and_statistics(rng, dtype):
     dev = CUDA[0]
     x = rng.standard_normal((9, 384)).astype(dtype)

@@ -69,6 +69,28 @@ def test_a_float16_chain_whose_constants_are_float16_roundings_becomes_one_gelu(
     np.testing.assert_allclose(fused(**feeds)["y"].astype(np.float64), 1 / (1 + np.exp(-gelu)), rtol=2e-3, atol=2e-3)
 
 
+@pytest.mark.parametrize("scale", ["div", "mul"])
+def test_a_bfloat16_chain_becomes_one_gelu(scale, rng):
+    """A bfloat16 model holds sqrt(2) as 1.4140625 too (its unit is 2**-7): still GELU, computed in float32."""
+    bf16 = dl.dtypes.dtype("bfloat16")
+    g = _gelu_chain("x_e_half", scale=scale, f=bf16.type)
+    fused = g.compile(["host"])
+    assert _gelu_found(fused)
+    feeds = {"x": (rng.standard_normal((2, 3, 70)) * 3).astype(bf16)}
+    x = -feeds["x"].astype(np.float64)
+    gelu = 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+    got = fused(**feeds)["y"]
+    assert got.dtype == bf16
+    np.testing.assert_allclose(got.astype(np.float64), 1 / (1 + np.exp(-gelu)), rtol=1e-2, atol=1e-2)
+
+
+def test_a_bfloat16_constant_one_unit_off_is_not_gelu():
+    bf16 = dl.dtypes.dtype("bfloat16").type
+    half = float(bf16(0.5 + 2 ** -8))  # the next bfloat16 above 0.5
+    assert half != 0.5
+    assert not _gelu_found(_gelu_chain("x_e_half", half=half, f=bf16).compile(["host"]))
+
+
 def test_a_float16_constant_one_unit_off_is_not_gelu():
     half = float(np.nextafter(np.float16(0.5), np.float16(1)))  # 0.50049
     assert not _gelu_found(_gelu_chain("x_e_half", half=half, f=np.float16).compile(["host"]))

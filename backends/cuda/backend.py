@@ -618,7 +618,7 @@ class CudaDevice(Device):
     def vendor_op(self, name: str) -> Any:
         """cuBLAS for matmul and gemm; cuDNN for convolutions where it is installed, else im2col + cuBLAS for
         ungrouped ones; cuDNN for the max and average pools it computes as ONNX does; a warp-per-row kernel for
-        layer and RMS normalization over short rows (``layernorm``); float16 attention on tensor cores
+        layer and RMS normalization over short rows (``layernorm``); float16 and bfloat16 attention on tensor cores
         (``flash_attention``); the op kernels for everything else.  Asked
         for a product or a convolution, the device starts cuBLAS on a thread (``_warm_blas``)."""
         if cuda_blas.library() is None:
@@ -959,10 +959,10 @@ def _info(index: int, count: int) -> DeviceInfo:
                        **({name: "cuDNN (the calls it computes as ONNX does)" for name in (
                            "max_pool", "average_pool", "global_average_pool", "global_max_pool")}
                           if cuda_dnn.library() is not None else {}),
-                       **{name: "devicelayer's warp-per-row kernel (rows of up to 4096 float16 or float32 elements)"
-                          for name in ("layer_normalization", "rms_normalization")},
-                       "attention": "devicelayer's flash-attention kernel on tensor cores (float16, head sizes of "
-                                    "16-128 in steps of 16, sm_80 and later)"},
+                       **{name: "devicelayer's warp-per-row kernel (rows of up to 4096 float16, bfloat16 or float32 "
+                                "elements)" for name in ("layer_normalization", "rms_normalization")},
+                       "attention": "devicelayer's flash-attention kernel on tensor cores (float16 and bfloat16, head "
+                                    "sizes of 16-128 in steps of 16, sm_80 and later)"},
     }
     driver = _version(runtime.driverGetVersion())
     total = int(p.get("totalGlobalMem", 0))

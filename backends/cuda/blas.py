@@ -18,7 +18,14 @@ from typing import Any
 
 import numpy as np
 
-_DATA = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.float16): 2}  # cudaDataType
+from devicelayer.dtypes import EXTRA
+
+#: bfloat16 (ml_dtypes'), where installed
+BFLOAT16 = EXTRA.get("bfloat16")
+#: the 16-bit floats, which the vendor libraries and the tensor cores take with float32 accumulation
+HALVES = frozenset({np.dtype(np.float16)} | ({BFLOAT16} if BFLOAT16 is not None else set()))
+_DATA = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.float16): 2,  # cudaDataType
+         **({BFLOAT16: 14} if BFLOAT16 is not None else {})}
 DTYPES = frozenset(_DATA)  # what the products take
 _COMPUTE_32F, _COMPUTE_64F, _COMPUTE_32F_FAST_TF32 = 68, 70, 77  # cublasComputeType_t
 _OP_N, _OP_T = 0, 1

@@ -542,7 +542,7 @@ DNN_TIMED = 3
 #: kernel)
 LAST_ROUTES = ("dnn", "gemm", "direct")
 #: element types tuned channels-last
-LAST_DTYPES = frozenset({np.dtype(np.float16), np.dtype(np.float32)})
+LAST_DTYPES = frozenset({np.dtype(np.float32)} | cuda_blas.HALVES)
 
 
 def _times(dev: Any, key: tuple) -> dict:

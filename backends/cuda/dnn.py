@@ -9,7 +9,7 @@ and ``cudnnConvolutionBiasActivationForward`` where bias and ReLU fuse into
 the convolution (elsewhere the caller applies them in one pass of its own).
 float32 runs without TF32 (``CUDNN_FMA_MATH``): IEEE products, as the op
 library computes, unless the plan allows TF32 (``compile(..., allow_tf32=True)``);
-float16 on tensor cores, accumulating in float32.
+float16 and bfloat16 on tensor cores, accumulating in float32.
 """
 
 from __future__ import annotations
@@ -24,7 +24,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-_DATA = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.float16): 2}  # cudnnDataType_t
+from .blas import BFLOAT16, HALVES
+
+_DATA = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.float16): 2,  # cudnnDataType_t
+         **({BFLOAT16: 9} if BFLOAT16 is not None else {})}
 DTYPES = frozenset(_DATA)
 _NCHW, _NHWC = 0, 1  # cudnnTensorFormat_t (filters)
 _CROSS_CORRELATION = 1
@@ -151,8 +154,8 @@ class _Layer:
         dnn.check(lib.cudnnSetConvolutionGroupCount(self.conv, group), "cudnnSetConvolutionGroupCount")
         # float32 without TF32 unless the plan allows it; half precision on tensor cores (as PyTorch asks cuDNN
         # for), accumulating in float32
-        math_type = {np.dtype(np.float32): _DEFAULT_MATH if tf32 else _FMA_MATH,
-                     np.dtype(np.float16): _TENSOR_OP_MATH}.get(np.dtype(dtype), _DEFAULT_MATH)
+        math_type = (_DEFAULT_MATH if tf32 else _FMA_MATH) if dtype == np.float32 else \
+            _TENSOR_OP_MATH if np.dtype(dtype) in HALVES else _DEFAULT_MATH
         dnn.check(lib.cudnnSetConvolutionMathType(self.conv, math_type), "cudnnSetConvolutionMathType")
         self.bias = self._tensor(t, (1, y[1]) + (1,) * (len(y) - 2)) if bias else None
         self.act = None
@@ -161,9 +164,10 @@ class _Layer:
             dnn.check(lib.cudnnSetActivationDescriptor(self.act, _RELU, _PROPAGATE_NAN, 0.0),
                       "cudnnSetActivationDescriptor")
         self.summand = summand
-        # bias (+ Z) + ReLU in the convolution's epilogue (float32; float16 with float accumulation, cuDNN's
-        # pseudo-half configuration); otherwise the caller applies bias, Z and ReLU after the convolution
-        self.fused = bool(relu and bias and dtype in (np.float32, np.float16))
+        # bias (+ Z) + ReLU in the convolution's epilogue (float32; float16 and bfloat16 with float accumulation,
+        # cuDNN's pseudo-half configurations); otherwise the caller applies bias, Z and ReLU after the convolution
+        # (also where cuDNN refuses the fusion when first run: ``Dnn.forward``)
+        self.fused = bool(relu and bias and (dtype == np.float32 or np.dtype(dtype) in HALVES))
         self._pick: tuple[int, int] | None = None  # (algorithm, scratch bytes): chosen on first use
         self.found: list[tuple[int, int]] = []  # (algorithm, scratch bytes) cuDNN's search ran, fastest first
         self.scalars = np.array([1, 0], np.float64 if dtype == np.float64 else np.float32)  # alpha/beta: one, zero

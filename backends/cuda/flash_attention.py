@@ -1,17 +1,18 @@
-"""Scaled dot-product attention in float16 on tensor cores (sm_80 and later), flash-attention style.
+"""Scaled dot-product attention in float16 and bfloat16 on tensor cores (sm_80 and later), flash-attention style.
 
 The op's blocked kernel computes scores and weighted values with float32 multiply-adds: GPT-2's four heads of 64
 over 128 tokens at batch 16 took 0.047 ms a layer in float16 on the H200. Here a block of four warps takes 64 query
 rows of one head, 16 a warp. A warp holds its queries as ``mma.sync.m16n8k16`` fragments; for each block of 64 keys
 (keys and values staged in shared memory, 16 bytes a load) it computes its 16 x 64 scores on the tensor cores, adds
 the scale, the mask and the causal and window limits, folds them into the rows' running maxima and sums (online
-softmax, float32), and multiplies the probabilities, rounded to float16 in the registers that hold them, by the
+softmax, float32), and multiplies the probabilities, rounded to the input's type in the registers that hold them, by the
 values on the tensor cores again, accumulating in float32. Nothing of the score matrix reaches memory.
 
-It takes the op's calls in float16 with one head size for keys and values, a multiple of 16 up to 128, at least 16
-query rows, every layout (``sequence_major``, ``packed_heads``), grouped key heads, a bool or float16 mask,
-``is_causal``, ``offset``, the windows and ``nan_rows``; the op's kernels run the rest (softcap, a second output,
-transposed keys, ``nonpad_kv_seqlen``, other dtypes). On the H200, GPT-2's layer above: 0.016 ms.
+It takes the op's calls in float16 or bfloat16 (q, k and v of one type) with one head size for keys and values, a
+multiple of 16 up to 128, at least 16 query rows, every layout (``sequence_major``, ``packed_heads``), grouped key
+heads, a bool mask or one of the inputs' type, ``is_causal``, ``offset``, the windows and ``nan_rows``; the op's
+kernels run the rest (softcap, a second output, transposed keys, ``nonpad_kv_seqlen``, other dtypes). On the H200,
+GPT-2's layer above: 0.016 ms.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from devicelayer.kernels.op import get
 
 from . import vector_kernels
 from .backend import _address, _Vendor
+from .blas import HALVES
 
 #: query rows a block takes (16 a warp)
 BLOCK_M = 64
@@ -37,13 +39,28 @@ MIN_ROWS = 16
 
 _SOURCE = r"""
 #include <cuda_fp16.h>
+#include <cuda_bf16.h>
 #define WARPS (BM / 16)
 #define KP (D + 8)
 #define NEG_INF (__int_as_float(0xff800000))
+#if BF16
+typedef __nv_bfloat16 T;
+typedef __nv_bfloat162 T2;
+#define PACK2(lo, hi) __floats2bfloat162_rn(lo, hi)
+#define JOIN2(lo, hi) __halves2bfloat162(lo, hi)
+#define TO_T(v) __float2bfloat16(v)
+#define MMA_TYPE "bf16"
+#else
 typedef __half T;
+typedef __half2 T2;
+#define PACK2(lo, hi) __floats2half2_rn(lo, hi)
+#define JOIN2(lo, hi) __halves2half2(lo, hi)
+#define TO_T(v) __float2half(v)
+#define MMA_TYPE "f16"
+#endif
 
 __device__ __forceinline__ unsigned pack(float lo, float hi) {
-    __half2 h = __floats2half2_rn(lo, hi);
+    T2 h = PACK2(lo, hi);
     return *reinterpret_cast<unsigned*>(&h);
 }
 
@@ -51,18 +68,18 @@ __device__ __forceinline__ unsigned pair(const T* p) {  // two neighbouring elem
 #if ALIGNED
     return *reinterpret_cast<const unsigned*>(p);
 #else
-    __half2 h = __halves2half2(p[0], p[1]);
+    T2 h = JOIN2(p[0], p[1]);
     return *reinterpret_cast<unsigned*>(&h);
 #endif
 }
 
 __device__ __forceinline__ unsigned gather2(const T* lo, const T* hi) {
-    __half2 h = __halves2half2(*lo, *hi);
+    T2 h = JOIN2(*lo, *hi);
     return *reinterpret_cast<unsigned*>(&h);
 }
 
 __device__ __forceinline__ void mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." MMA_TYPE "." MMA_TYPE ".f32 "
                  "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -116,8 +133,8 @@ extern "C" __global__ void __launch_bounds__(BM * 2) devicelayer_flash_attention
 #else
 #pragma unroll
             for (int u = 0; u < 8; ++u) {
-                Ks[row * KP + col + u] = j < jend ? kp[j * ks + col + u] : __float2half(0.f);
-                Vs[row * KP + col + u] = j < jend ? vp[j * vs + col + u] : __float2half(0.f);
+                Ks[row * KP + col + u] = j < jend ? kp[j * ks + col + u] : TO_T(0.f);
+                Vs[row * KP + col + u] = j < jend ? vp[j * vs + col + u] : TO_T(0.f);
             }
 #endif
         }
@@ -148,7 +165,7 @@ extern "C" __global__ void __launch_bounds__(BM * 2) devicelayer_flash_attention
 #if MASK_BOOL
                     dead = !mv;
 #else
-                    val += __half2float(mv);
+                    val += (float)mv;
 #endif
                 }
 #endif
@@ -203,12 +220,12 @@ extern "C" __global__ void __launch_bounds__(BM * 2) devicelayer_flash_attention
     for (int n = 0; n < D / 8; ++n) {
         const int c = n * 8 + 2 * t;
         if (r0 < Sq) {
-            yp[r0 * ys + c] = __float2half(o[n][0] * i0);
-            yp[r0 * ys + c + 1] = __float2half(o[n][1] * i0);
+            yp[r0 * ys + c] = TO_T(o[n][0] * i0);
+            yp[r0 * ys + c + 1] = TO_T(o[n][1] * i0);
         }
         if (r1 < Sq) {
-            yp[r1 * ys + c] = __float2half(o[n][2] * i1);
-            yp[r1 * ys + c + 1] = __float2half(o[n][3] * i1);
+            yp[r1 * ys + c] = TO_T(o[n][2] * i1);
+            yp[r1 * ys + c + 1] = TO_T(o[n][3] * i1);
         }
     }
 }
@@ -229,7 +246,7 @@ def _capability(dev: Any) -> int:
 
 
 class FlashAttention(_Vendor):
-    """``attention`` in float16 on tensor cores (see the module)."""
+    """``attention`` in float16 or bfloat16 on tensor cores (see the module)."""
 
     def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
         """The op's calls this kernel computes as the op defines them."""
@@ -237,11 +254,11 @@ class FlashAttention(_Vendor):
             return False
         if attrs.get("softcap", 0.0) or attrs.get("k_transposed"):
             return False
-        f16 = np.dtype(np.float16)
-        if any(t.dtype != f16 for t in ins[:3]):
+        half = ins[0].dtype
+        if half not in HALVES or any(t.dtype != half for t in ins[1:3]):
             return False
         extra = ins[3:]
-        if len(extra) > 1 or any(t.dtype not in (f16, np.dtype(np.bool_)) for t in extra):
+        if len(extra) > 1 or any(t.dtype not in (half, np.dtype(np.bool_)) for t in extra):
             return False  # (nonpad_kv_seqlen)
         q, _, v = get("attention").heads_major(ins, attrs)[:3]
         B, hq, sq, d = q.shape
@@ -272,7 +289,8 @@ class FlashAttention(_Vendor):
             _SOURCE, "devicelayer_flash_attention", D=d, BM=BLOCK_M, BN=BLOCK_N, ALIGNED=int(aligned),
             CAUSAL=int(bool(attrs["is_causal"])), HAS_MASK=int(mask is not None),
             MASK_BOOL=int(mask is not None and mask.dtype == np.bool_),
-            MASK_T="unsigned char" if mask is not None and mask.dtype == np.bool_ else "__half",
+            MASK_T="unsigned char" if mask is not None and mask.dtype == np.bool_ else vector_kernels.DTYPES[q.dtype],
+            BF16=int(q.dtype != np.float16),
             NAN_ROWS=int(bool(attrs.get("nan_rows"))))
         row = (hq + 2 * hk) * d
         strides = [(sq * row, d, row)] * 3 if packed else \

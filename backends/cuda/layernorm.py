@@ -119,8 +119,8 @@ def form(k: int, dtype: np.dtype, aligned: bool) -> tuple[int, int, int]:
 
 
 class RowNorm(_Vendor):
-    """``layer_normalization`` and ``rms_normalization`` over rows of up to ``MAX_K`` float16 or float32
-    elements (see the module)."""
+    """``layer_normalization`` and ``rms_normalization`` over rows of up to ``MAX_K`` float16, bfloat16 or
+    float32 elements (see the module)."""
 
     def accepts(self, ins: Any, outs: Any, attrs: dict) -> bool:
         """Rows this kernel takes, statistics (where asked for) in float32."""

@@ -14,10 +14,11 @@ from typing import Any
 import numpy as np
 
 from . import blaslt
+from .blas import HALVES
 from .timing import gpu_ms
 
 #: element types the product takes here
-DTYPES = frozenset({np.dtype(np.float16), np.dtype(np.float32)})
+DTYPES = frozenset({np.dtype(np.float32)} | HALVES)
 
 
 def takes(ins: Any, outs: Any, attrs: dict) -> bool:

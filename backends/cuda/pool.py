@@ -1,7 +1,7 @@
 """Pooling on CUDA devices through cuDNN, in NCHW or channels-last.
 
-Max and average pools (and their global forms) of float16, float32 and float64 inputs with 2 or 3 spatial dims,
-where cuDNN's legacy API computes exactly what ONNX asks: symmetric pads, no dilation, output sizes as without
+Max and average pools (and their global forms) of float16, bfloat16, float32 and float64 inputs with 2 or 3 spatial
+dims, where cuDNN's legacy API computes exactly what ONNX asks: symmetric pads, no dilation, output sizes as without
 ``ceil_mode``, no Indices output. A pool reads channels-last activations where a plan keeps its input so (the layout
 the convolutions offer, ``conv.DnnConv.private_layout``), and writes them where its readers take them: a CNN's
 stem convolution, max pool and first blocks then stay channels-last, with no conversion between them. Other

@@ -9,10 +9,13 @@ from typing import Any
 import cupy
 import numpy as np
 
-#: element types these kernels take, as CUDA C names them
-DTYPES = {np.dtype(np.float16): "__half", np.dtype(np.float32): "float"}
+from .blas import BFLOAT16
 
-_HEADER = "#include <cuda_fp16.h>\nstruct alignas(VB) vec_t { T v[V]; };\n"
+#: element types these kernels take, as CUDA C names them (16-bit floats computed in float)
+DTYPES = {np.dtype(np.float16): "__half", np.dtype(np.float32): "float",
+          **({BFLOAT16: "__nv_bfloat16"} if BFLOAT16 is not None else {})}
+
+_HEADER = "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\nstruct alignas(VB) vec_t { T v[V]; };\n"
 _compiled: dict[tuple, Any] = {}
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import computes_as_float
 from .ir import Graph, Node, Value, consumers
 
 #: ops that can absorb a following per-channel affine map
@@ -25,7 +26,7 @@ def _channel_vector(v: Value, rank: int, channels: int) -> np.ndarray | None:
     """A constant operand that varies only along axis 1 of a rank-``rank`` tensor, as a (channels,) float64
     vector; None when it is not one."""
     c = v.constant
-    if c is None or c.dtype.kind != "f" or c.ndim > rank:
+    if c is None or not computes_as_float(c.dtype) or c.ndim > rank:
         return None
     shape = (1,) * (rank - c.ndim) + c.shape
     if any(s != 1 for k, s in enumerate(shape) if k != 1) or shape[1] not in (1, channels):
@@ -35,7 +36,7 @@ def _channel_vector(v: Value, rank: int, channels: int) -> np.ndarray | None:
 
 def _affine(node: Node, x: Value) -> tuple[np.ndarray, np.ndarray] | None:
     """(a, b) with node(x) = x * a + b per channel (axis 1), when the node is such a map of ``x``."""
-    if not x.shape or len(x.shape) < 2 or x.dtype.kind != "f" or node.outputs[0].dtype != x.dtype:
+    if not x.shape or len(x.shape) < 2 or not computes_as_float(x.dtype) or node.outputs[0].dtype != x.dtype:
         return None
     rank, channels = len(x.shape), x.shape[1]
     if node.attrs.get("activation") is not None:  # an affine map then a ReLU is no longer affine
@@ -78,7 +79,7 @@ def fold_affine(graph: Graph) -> Graph:
     for node in nodes:
         if (id(node) in skip or node.op not in _ABSORBERS or node.attrs.get("activation") is not None
                 or (node.op == "conv" and len(node.inputs) > 3)
-                or any(v.constant is None or v.dtype.kind != "f" for v in node.inputs[1:])):
+                or any(v.constant is None or not computes_as_float(v.dtype) for v in node.inputs[1:])):
             continue  # (an activation or a summand after the conv would not commute with the affine map)
         a = b = None
         last = node

@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from ..dtypes import computes_as_float, eps
 from ..errors import DeviceLayerError
 from ..kernels.op import TensorType, get
 from ..kernels.ops.conv import UNARY_ACTIVATIONS
@@ -77,7 +78,7 @@ class _Graph:
 def scalar(v: Value) -> float | None:
     """The value of a constant holding one element (any shape), else None."""
     c = v.constant
-    if c is None or c.size != 1 or c.dtype.kind not in "fiu":
+    if c is None or c.size != 1 or not (c.dtype.kind in "iu" or computes_as_float(c.dtype)):
         return None
     return float(c.reshape(-1)[0])
 
@@ -93,7 +94,7 @@ def _near(v: Value, want: float, rtol: float = 1e-6, inverse: bool = False) -> b
     if k is None or (inverse and k == 0):
         return False
     dtype = v.constant.dtype
-    tol = rtol + (0.5 * float(np.finfo(dtype).eps) if dtype.kind == "f" else 0.0)
+    tol = rtol + (0.5 * eps(dtype) if computes_as_float(dtype) else 0.0)
     return _close(1.0 / k if inverse else k, want, tol)
 
 
@@ -131,7 +132,7 @@ def layer_norm(g: _Graph, mean1: Node) -> Replacement | None:
     x = mean1.inputs[0]
     rank = len(g.shape(x))
     axis = _trailing_axes(mean1.attrs.get("axes"), rank)
-    if axis is None or g.types[id(x)].dtype.kind != "f":
+    if axis is None or not computes_as_float(g.types[id(x)].dtype):
         return None
     m = mean1.outputs[0]
     subs = g.readers.get(id(m), [])
@@ -215,7 +216,7 @@ def softmax(g: _Graph, first: Node) -> Replacement | None:
     sum_axis = _one_axis(total.attrs.get("axes"), rank)
     if sum_axis is None or (axis is not None and sum_axis != axis) or div.inputs[1] is not total.outputs[0]:
         return None
-    if g.only(total.outputs[0]) is not div or g.types[id(x)].dtype.kind != "f":
+    if g.only(total.outputs[0]) is not div or not computes_as_float(g.types[id(x)].dtype):
         return None
     return Replacement("softmax", members + [exp, total, div], "softmax", {"axis": sum_axis}, [x],
                        [div.outputs[0]])
@@ -307,7 +308,7 @@ def gelu(g: _Graph, top: Node) -> Replacement | None:
         return None
     rest = [f for f in factors if f is not half[0]]
     for x, bracket in ((rest[0], rest[1]), (rest[1], rest[0])):
-        if g.types[id(x)].dtype.kind != "f" or x.constant is not None:
+        if not computes_as_float(g.types[id(x)].dtype) or x.constant is not None:
             continue
         found = list(members)
         erf = _one_plus(g, bracket, "erf", found)
@@ -333,7 +334,7 @@ def swish(g: _Graph, top: Node) -> Replacement | None:
     for x, s in ((top.inputs[0], top.inputs[1]), (top.inputs[1], top.inputs[0])):
         sig = s.producer
         if sig is None or sig.op != "sigmoid" or sig.inputs[0] is not x or x.constant is not None \
-                or g.types[id(x)].dtype.kind != "f" or not g.internal(s, [top]):
+                or not computes_as_float(g.types[id(x)].dtype) or not g.internal(s, [top]):
             continue
         return Replacement("swish", [top, sig], "swish", {"alpha": 1.0}, [x], [top.outputs[0]])
     return None
@@ -382,7 +383,7 @@ def _activated_conv(g: _Graph, v: Value) -> Node | None:
     """The float conv without an activation that makes ``v``, else None."""
     conv = v.producer
     if conv is None or conv.op != "conv" or conv.attrs.get("activation") is not None \
-            or g.types[id(v)].dtype.kind != "f":
+            or not computes_as_float(g.types[id(v)].dtype):
         return None
     return conv
 
@@ -406,7 +407,7 @@ def group_norm(g: _Graph, first: Node) -> Replacement | None:
         return None
     x = first.inputs[0]
     xs, grouped = g.shape(x), g.shape(first.outputs[0])
-    if len(xs) < 3 or len(grouped) != 3 or grouped[0] != xs[0] or g.types[id(x)].dtype.kind != "f":
+    if len(xs) < 3 or len(grouped) != 3 or grouped[0] != xs[0] or not computes_as_float(g.types[id(x)].dtype):
         return None
     C, G = xs[1], grouped[1]
     if G < 1 or C % G or grouped[2] * G * xs[0] != g.types[id(x)].size:

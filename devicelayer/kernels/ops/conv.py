@@ -116,7 +116,7 @@ class _ConvBase(Op):
 
     def _check_dtypes(self, inputs: Sequence[TensorType]) -> None:
         x = inputs[0]
-        if x.dtype.kind != "f":
+        if x.dtype.kind != "f" and x.dtype.name != "bfloat16":  # (bfloat16 computes in float32)
             raise self.error(f"needs floating-point inputs, got {x.dtype}")
         for t in inputs[1:]:
             if t.dtype != x.dtype:
@@ -439,7 +439,7 @@ def _conv_spec(kind: str, kernel: str, types: tuple[str, str], has_bias: bool,
 
 
 def _compute_dtype(x: np.ndarray) -> np.dtype:
-    return np.dtype(np.float32) if x.dtype == np.float16 else x.dtype
+    return np.dtype(np.float32) if x.dtype == np.float16 or x.dtype.name == "bfloat16" else x.dtype
 
 
 @register
@@ -540,7 +540,7 @@ class Conv(_ConvBase):
         return _epilogue.unsupported(outputs[0], inputs[3:4], checked, info, 3 + len(inputs[2:3]), GEMM_SCALAR_BYTES)
 
     def reference_into(self, inputs, outputs, attrs):
-        if inputs[0].dtype == np.float16 or not inputs[0].size or not inputs[1].size or not outputs[0].size:
+        if inputs[0].dtype.itemsize == 2 or not inputs[0].size or not inputs[1].size or not outputs[0].size:
             return super().reference_into(inputs, outputs, attrs)
         _conv_into(inputs, outputs[0], attrs)
         return None

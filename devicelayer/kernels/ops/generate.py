@@ -187,7 +187,7 @@ class Trilu(_Generate):
         known_attrs(self, attrs, ("upper", "k"))
         x = inputs[0]
         _matrix(self, x)
-        if x.dtype.name not in self.kernel_dtypes:
+        if x.dtype.name not in self.kernel_dtypes and x.dtype.name != "bfloat16":  # (bfloat16: copied as bits)
             raise self.error(f"cannot take a triangle of {x.dtype}")
         return {"upper": bool_attr(self, attrs, "upper", True), "k": _diagonal_k(self, attrs, x.shape)}
 

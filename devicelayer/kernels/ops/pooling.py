@@ -25,11 +25,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ...dtypes import computes_as_float
 from ...errors import UnsupportedOp
 from ...info import DeviceInfo
 from ..dialect import KernelSpec, Param, dialect_type
 from ..op import Launch, Op, Plan, TensorType, groups_for, local_1d, parallel, register
 from ..render import lacks
+from .numeric import computable
 from .movement import copy_type, int_attr, ints_attr, refuse_unknown
 from .windows import padded, rows, runs, windows
 
@@ -62,12 +64,17 @@ def _flat(xp: np.ndarray, k: Sequence[int], d: Sequence[int], out: Sequence[int]
 
 
 def _acc_dtype(dtype: np.dtype) -> np.dtype:
-    return np.dtype(np.float32) if dtype == np.float16 else dtype
+    return np.dtype(np.float32) if _half(dtype) else dtype
+
+
+def _half(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is a 16-bit float (float16, or bfloat16, which the host computes on in float32)."""
+    return computes_as_float(dtype) and dtype.itemsize == 2
 
 
 def _lowest(dtype: np.dtype) -> float:
     """The value that never wins a max in ``dtype``: -inf, or an integer type's minimum."""
-    return -np.inf if dtype.kind == "f" else float(np.iinfo(dtype).min)
+    return -np.inf if computes_as_float(dtype) else float(np.iinfo(dtype).min)
 
 
 def _powered(x: np.ndarray, p: int) -> np.ndarray:
@@ -105,7 +112,7 @@ class _Pool(Op):
         refuse_unknown(self, attrs, ["kernel_shape", "strides", "pads", "dilations", "ceil_mode", "auto_pad",
                                      *self.extra_attrs])
         x = inputs[0]
-        if x.dtype.kind != "f" and x.dtype.name not in self.int_dtypes:
+        if not computes_as_float(x.dtype) and x.dtype.name not in self.int_dtypes:
             allowed = f" or one of {list(self.int_dtypes)}" if self.int_dtypes else ""
             raise self.error(f"needs a floating-point input{allowed}, got {x.dtype}")
         if not 3 <= len(x.shape) <= 5:
@@ -203,7 +210,7 @@ class _Pool(Op):
         return div
 
     def reference(self, inputs, attrs):
-        x = _powered(inputs[0], attrs["p"]) if self.kind == "lp" else inputs[0]
+        x = _powered(inputs[0], attrs["p"]) if self.kind == "lp" else computable(inputs[0])
         k, s, d = attrs["kernel_shape"], attrs["strides"], attrs["dilations"]
         begins, ends, out = self.geometry(x.shape[2:], attrs)
         acc_t = _acc_dtype(x.dtype)
@@ -235,7 +242,7 @@ class _Pool(Op):
 
     def reference_into(self, inputs, outputs, attrs):
         x, y = inputs[0], outputs[0]
-        if x.dtype == np.float16 or not y.size:
+        if _half(x.dtype) or not y.size:
             return super().reference_into(inputs, outputs, attrs)
         N, C = x.shape[:2]
         rows_in = x.reshape((1, N * C) + x.shape[2:])  # every (image, channel) is independent
@@ -447,7 +454,7 @@ class MaxPoolWithIndices(MaxPool):
         return [y, TensorType.of(y.shape, np.int64)]
 
     def reference(self, inputs, attrs):
-        x = inputs[0]
+        x = computable(inputs[0])
         k, s, d = attrs["kernel_shape"], attrs["strides"], attrs["dilations"]
         begins, _, out = self.geometry(x.shape[2:], attrs)
         xp = self._padded(x, attrs)[0]
@@ -489,7 +496,7 @@ class MaxPoolWithIndices(MaxPool):
         empty = ~valid.any(axis=0)
         if empty.any():
             index[:, :, empty] = -1
-        return [y.astype(x.dtype), index]
+        return [y.astype(inputs[0].dtype), index]
 
     def reference_into(self, inputs, outputs, attrs):
         return Op.reference_into(self, inputs, outputs, attrs)
@@ -697,7 +704,7 @@ class _GlobalPool(Op):
     def check(self, inputs, attrs):
         refuse_unknown(self, attrs, [])
         x = inputs[0]
-        if x.dtype.kind != "f":
+        if not computes_as_float(x.dtype):
             raise self.error(f"needs a floating-point input, got {x.dtype}")
         if len(x.shape) < 3:
             raise self.error(f"needs an (N, C, spatial...) input, got {x.shape}")
@@ -710,11 +717,11 @@ class _GlobalPool(Op):
         return [TensorType.of(x.shape[:2] + (1,) * (len(x.shape) - 2), x.dtype)]
 
     def reference(self, inputs, attrs):
-        x = inputs[0]
+        x, dtype = computable(inputs[0]), inputs[0].dtype
         axes = tuple(range(2, x.ndim))
         if self.kind == "max":
-            return [np.max(x, axis=axes, keepdims=True)]
-        return [np.mean(x, axis=axes, keepdims=True, dtype=_acc_dtype(x.dtype)).astype(x.dtype)]
+            return [np.max(x, axis=axes, keepdims=True).astype(dtype)]
+        return [np.mean(x, axis=axes, keepdims=True, dtype=_acc_dtype(x.dtype)).astype(dtype)]
 
     def plan(self, inputs, outputs, attrs, info):
         x = inputs[0]

@@ -33,7 +33,7 @@ class Scan(Op):
     def check(self, inputs, attrs):
         known_attrs(self, attrs, ("axis", "exclusive", "reverse"))
         x = inputs[0]
-        if x.dtype.name not in self.kernel_dtypes:
+        if x.dtype.name not in self.kernel_dtypes and x.dtype.name != "bfloat16":  # (bfloat16: sums in float32)
             raise self.error(f"needs a numeric input, got {x.dtype}")
         if not x.shape:
             raise self.error("needs an input of rank 1 or more")

@@ -19,10 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from ...dtypes import is_float
 from ...info import DeviceInfo
 from ..dialect import KernelSpec, Param, dialect_type
 from ..op import Launch, Op, Plan, TensorType, groups_for, local_1d, register
 from .binary import INT_MAX
+from .numeric import computable
 from .reduce import (FLOAT_DTYPES, GROUP_THRESHOLD, INT_DTYPES, bool_attr, compute_defines, compute_type, group_local,
                      int_attr, known_attrs, norm_axis)
 
@@ -56,7 +58,7 @@ def select_launch(x: TensorType, axis: int, k: int, better: str, lower_first: bo
     dim = x.shape[axis]
     inner = math.prod(x.shape[axis + 1:])
     lines = math.prod(x.shape) // dim if dim else 0
-    before = _before(better, lower_first, dtype.kind == "f")
+    before = _before(better, lower_first, is_float(dtype))
     grouped = dim >= GROUP_THRESHOLD
     if grouped:
         local = group_local(info)
@@ -109,7 +111,7 @@ class _Select(Op):
     kernel_dtypes = FLOAT_DTYPES | INT_DTYPES
 
     def _numeric(self, x: TensorType) -> None:
-        if x.dtype.name not in self.kernel_dtypes:
+        if x.dtype.name not in self.kernel_dtypes and x.dtype.name != "bfloat16":  # (bfloat16: compared as float)
             raise self.error(f"needs a numeric input, got {x.dtype}")
         if not x.shape:
             raise self.error("needs an input of rank 1 or more")
@@ -148,7 +150,7 @@ class _Arg(_Select):
         return [TensorType.of(shape, INDEX)]
 
     def reference(self, inputs, attrs):
-        x, axis = inputs[0], attrs["axis"]
+        x, axis = computable(inputs[0]), attrs["axis"]
         arg = np.argmax if self.better == "max" else np.argmin
         if attrs["select_last_index"]:
             y = x.shape[axis] - 1 - arg(np.flip(x, axis), axis=axis, keepdims=attrs["keepdims"])
@@ -200,13 +202,13 @@ class TopK(_Select):
         return [TensorType.of(shape, inputs[0].dtype), TensorType.of(shape, INDEX)]
 
     def reference(self, inputs, attrs):
-        x, axis, k = inputs[0], attrs["axis"], attrs["k"]
+        x, axis, k = computable(inputs[0]), attrs["axis"], attrs["k"]
         if attrs["largest"]:  # stable descending: sort the reversed line ascending, read it backwards
             order = x.shape[axis] - 1 - np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
         else:
             order = np.argsort(x, axis=axis, kind="stable")
         idx = np.take(order, np.arange(k), axis=axis)
-        return [np.take_along_axis(x, idx, axis=axis), idx.astype(INDEX)]
+        return [np.take_along_axis(inputs[0], idx, axis=axis), idx.astype(INDEX)]
 
     def plan(self, inputs, outputs, attrs, info):
         if attrs["k"] == 0:
