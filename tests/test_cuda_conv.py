@@ -154,6 +154,42 @@ def test_a_later_process_takes_the_stored_choices_without_timing(tmp_path):
 
 
 
+def test_a_stored_workspace_is_taken_without_asking_cudnn(rng, monkeypatch):
+    """A stored algorithm with its scratch size is adopted as it is (no cuDNN query); without a size, or with one
+    over the limit, cuDNN is asked; the layer then computes right with the adopted choice."""
+    cuda_conv, cuda_dnn = _conv_module()
+    if cuda_dnn.library() is None:
+        pytest.skip("cuDNN is not installed")
+    dev = CUDA[0]
+    dnn = dev._dnn()
+    layer = dnn.layer(np.dtype(np.float32), (1, 8, 11, 11), (12, 8, 3, 3), (1, 12, 11, 11), (1, 1), (1, 1), (1, 1), 1,
+                      False, False)
+    asked = []
+    real = dnn.lib.cudnnGetConvolutionForwardWorkspaceSize
+    monkeypatch.setattr(dnn.lib, "cudnnGetConvolutionForwardWorkspaceSize", lambda *a: asked.append(1) or real(*a))
+    assert dnn.adopt(layer, 1, 4096) and layer.pick() == (1, 4096) and not asked
+    assert not dnn.adopt(layer, 99, 0) and not asked  # (no such algorithm)
+    assert dnn.adopt(layer, 0) and len(asked) == 1 and layer.pick()[0] == 0
+    dnn.adopt(layer, 1, cuda_dnn.WORKSPACE_LIMIT + 1)
+    assert len(asked) == 2
+    size = layer.pick()[1]
+    assert dnn.adopt(layer, 1, size)
+    x = rng.standard_normal((1, 8, 11, 11)).astype(np.float32)
+    w = rng.standard_normal((12, 8, 3, 3)).astype(np.float32)
+    import cupy
+
+    with dev.cu_device:
+        xs, ws = cupy.asarray(x), cupy.asarray(w)
+        y = cupy.full((1, 12, 11, 11), np.nan, np.float32)
+        scratch = cupy.empty(max(size, 1), np.uint8)
+        stream = cupy.cuda.Stream(non_blocking=True)
+        dnn.forward(layer, stream.ptr, xs.data.ptr, ws.data.ptr, 0, y.data.ptr, scratch.data.ptr)
+        stream.synchronize()
+        got = cupy.asnumpy(y)
+    want = run_and_reference(dev, "conv", [x, w], {"pads": [1, 1, 1, 1]})[1][0]
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5 * float(np.abs(want).max()))
+
+
 def _block(g, x, c, rng, name, dtype=np.float16, w3=None):
     """conv-relu (1x1), conv-relu (3x3; its filters ``w3`` where given, else a constant), conv (1x1) + x (the
     summand), relu."""

@@ -106,3 +106,66 @@ def test_a_scan_that_disagrees_with_the_parsed_message_reads_nothing():
     other.graph.initializer[0].name = "renamed"
     assert rawdata.read(memoryview(data), other.graph.initializer) is None
     assert rawdata.read(memoryview(data), list(other.graph.initializer)[:-1]) is None
+
+
+def _big_model() -> onnx.ModelProto:
+    """_model with large tensors too: one of float32, one of bfloat16 (a type NumPy reads through ml_dtypes)."""
+    model = _model()
+    big = numpy_helper.from_array(R.standard_normal((64, 33)).astype(np.float32), "big")
+    bits = (R.standard_normal((40, 70)).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    halves = helper.make_tensor("big_bf16", TensorProto.BFLOAT16, [40, 70], bits.tobytes(), raw=True)
+    model.graph.initializer.extend([big, halves])
+    return model
+
+
+@pytest.mark.parametrize("merged", [False, True])
+def test_the_stripped_model_parses_to_the_message_without_its_large_raw_data(merged):
+    model = _big_model()
+    data = model.SerializeToString()
+    if merged:  # a second graph field, merged by the parser: stripped the same way
+        data += _delimited(7, _delimited(5, numpy_helper.from_array(np.ones(2000, np.float32), "more")
+                                         .SerializeToString()))
+    whole = onnx.ModelProto()
+    whole.ParseFromString(data)
+    light = rawdata.stripped(memoryview(data), least=4096)
+    assert light is not None and len(light) < len(data) - 4 * 64 * 33
+    parsed = onnx.ModelProto()
+    parsed.ParseFromString(light)
+    for got, want in zip(parsed.graph.initializer, whole.graph.initializer, strict=True):
+        large = len(want.raw_data) >= 4096
+        assert got.HasField("raw_data") == (want.HasField("raw_data") and not large)
+        if want.HasField("raw_data"):
+            got.raw_data = want.raw_data
+        assert got == want
+    assert parsed.graph.node == whole.graph.node and parsed.graph.input == whole.graph.input
+    read = rawdata.read(memoryview(data), parsed.graph.initializer, rawdata.spans(memoryview(data)))
+    assert read is not None
+    assert {n: a.tobytes() for n, a in read.items()} == {
+        t.name: t.raw_data for t in whole.graph.initializer if t.HasField("raw_data")}
+
+
+def test_bytes_the_scan_cannot_follow_are_not_stripped():
+    data = _big_model().SerializeToString()
+    assert rawdata.stripped(memoryview(data[:-3])) is None
+    assert rawdata.stripped(memoryview(_key(12, 3) + data)) is None
+
+
+def test_a_model_file_loaded_again_through_the_stripped_parse_has_the_same_constants(tmp_path, monkeypatch):
+    """The second load of a checked file is parsed stripped: every constant (bfloat16 ones included) the same as
+    a load of the same bytes."""
+    from devicelayer.onnx import load
+    from devicelayer.onnx.loader import _read
+
+    monkeypatch.setenv("DEVICELAYER_CACHE", str(tmp_path / "cache"))
+    model = _big_model()
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    load(path)  # (checked, then stamped)
+    proto, raw = _read(path)
+    assert raw is not None and not next(t for t in proto.graph.initializer if t.name == "big").HasField("raw_data")
+    again, reference = load(path).constants, load(model.SerializeToString()).constants
+    assert again.keys() == reference.keys()
+    for name in reference:
+        assert again[name].dtype == reference[name].dtype and again[name].shape == reference[name].shape
+        assert again[name].tobytes() == reference[name].tobytes(), name
+    assert again["big_bf16"].dtype.name == "bfloat16"

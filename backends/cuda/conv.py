@@ -314,7 +314,7 @@ class DnnConv(Im2colConv):
             return ("im2col", None, times)
         if how == "nchw":
             return ("nchw", None, times)
-        if how == "dnn" and self.dev._dnn().adopt(layer, stored.get("algo")):
+        if how == "dnn" and self.dev._dnn().adopt(layer, stored.get("algo"), stored.get("workspace")):
             layer.fused = layer.fused and bool(stored.get("fused", True))
             return ("dnn", layer, times)
         if how == "gemm" and ins is not None and attrs is not None:
@@ -331,7 +331,8 @@ class DnnConv(Im2colConv):
         """Keep a measured route for later processes (the kernels route needs no measuring: not kept)."""
         how, layer, times = found
         if how in ("dnn", "im2col", "nchw", "gemm", "direct"):
-            extra: dict = {"algo": layer.algo, "fused": layer.fused} if how == "dnn" else {}
+            extra: dict = ({"algo": layer.algo, "workspace": layer.workspace, "fused": layer.fused} if how == "dnn"
+                           else {})
             if how == "gemm":
                 described, choice = layer
                 extra = described.record(choice)

@@ -124,19 +124,29 @@ def _read(source: Any) -> tuple[Any, dict[str, np.ndarray] | None]:
 def _parse_mapped(path: Path) -> tuple[Any, dict[str, np.ndarray] | None]:
     """The ModelProto parsed from a read-only mapping of the file, and its initializers' raw bytes copied from
     the mapping (``rawdata.read``; None where that did not match); the mapping is gone when this returns (the
-    parsed message and the bytes are copies).  (None, None) where the file cannot be mapped (empty, special)."""
+    parsed message and the bytes are copies).  The message is parsed without its large initializers' raw_data
+    (``rawdata.stripped``), which the bytes then hold alone; where they cannot be read so, it is parsed whole.
+    (None, None) where the file cannot be mapped (empty, special)."""
     from . import rawdata
 
     onnx = _onnx()
     try:
         with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            model = onnx.ModelProto()
             with memoryview(mapped) as view:
+                found = rawdata.spans(view)
+                light = rawdata.stripped(view) if found is not None else None
+                if light is not None:
+                    model = onnx.ModelProto()
+                    model.ParseFromString(light)
+                    raw = rawdata.read(view, model.graph.initializer, found)
+                    if raw is not None:
+                        return model, raw
+                model = onnx.ModelProto()
                 try:
                     model.ParseFromString(view)
                 except TypeError:  # a protobuf implementation that takes bytes only
                     model.ParseFromString(bytes(view))
-                return model, rawdata.read(view, model.graph.initializer)
+                return model, rawdata.read(view, model.graph.initializer, found)
     except (OSError, ValueError):
         return None, None
 

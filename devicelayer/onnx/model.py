@@ -67,10 +67,13 @@ def _initializers(graph: Any, raw: Mapping[str, np.ndarray] | None = None) -> di
     out = {}
     for init in graph.initializer:
         dt = np_dtype(init.data_type)  # refuses strings and what has no NumPy dtype
-        array = _raw_array(init, dt, None if raw is None else raw.get(init.name))
+        read = None if raw is None else raw.get(init.name)
+        array = _raw_array(init, dt, read)
         if array is not None:
             out[init.name] = array
             continue
+        if read is not None and not init.HasField("raw_data"):  # (parsed without it: numpy_helper decodes it)
+            init.raw_data = read.tobytes()
         try:
             out[init.name] = np.array(onnx.numpy_helper.to_array(init))
         except Exception as exc:  # noqa: BLE001 - onnx raises several kinds for a malformed tensor
@@ -85,7 +88,7 @@ def _raw_array(init: Any, dt: np.dtype, read: np.ndarray | None = None) -> np.nd
     once: a 100 MB model's weights are not copied twice), ``read`` where given (the same bytes read from the
     file); None for any other storage."""
     if (sys.byteorder != "little" or dt.kind not in "biufc" or dt.type.__module__ != "numpy"
-            or not init.HasField("raw_data") or init.data_location != 0):
+            or (read is None and not init.HasField("raw_data")) or init.data_location != 0):
         return None
     raw = init.raw_data if read is None else read
     dims = tuple(int(d) for d in init.dims)
