@@ -169,3 +169,16 @@ def test_a_model_file_loaded_again_through_the_stripped_parse_has_the_same_const
         assert again[name].dtype == reference[name].dtype and again[name].shape == reference[name].shape
         assert again[name].tobytes() == reference[name].tobytes(), name
     assert again["big_bf16"].dtype.name == "bfloat16"
+
+
+def test_read_model_gives_the_whole_message_of_a_file_parsed_stripped(tmp_path, monkeypatch):
+    """``read_model`` of a checked file (parsed stripped inside) returns every initializer with its raw_data, equal
+    to the message the file holds."""
+    from devicelayer.onnx import load, read_model
+
+    monkeypatch.setenv("DEVICELAYER_CACHE", str(tmp_path / "cache"))
+    model = _big_model()
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    load(path)  # (checked, then stamped)
+    assert read_model(path) == model

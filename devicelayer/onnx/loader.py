@@ -57,7 +57,12 @@ def np_dtype(elem_type: int) -> np.dtype:
 
 def read_model(source: Any) -> Any:
     """A checked ModelProto from a path, bytes or a ModelProto; GraphError when it is malformed."""
-    return _read(source)[0]
+    model, raw = _read(source)
+    if raw is not None:  # (parsed without its large raw_data: the message is given whole)
+        for init in model.graph.initializer:
+            if not init.HasField("raw_data") and init.name in raw:
+                init.raw_data = raw[init.name].tobytes()
+    return model
 
 
 def _read(source: Any) -> tuple[Any, dict[str, np.ndarray] | None]:
