@@ -51,9 +51,9 @@ def _varint(data: Any, pos: int, end: int) -> tuple[int, int]:
         shift += 7
 
 
-def _records(data: Any, pos: int, end: int) -> Iterator[tuple[int, int, int, int]]:
-    """(field number, wire type, record start, payload start) of each field in data[pos:end], its record ending
-    where the next one starts (or at ``end``); a length-delimited payload runs to its record's end."""
+def _records(data: Any, pos: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:
+    """(field number, wire type, record start, payload start, record end) of each field in data[pos:end] (a
+    length-delimited payload runs to its record's end)."""
     while pos < end:
         start = pos
         key, pos = _varint(data, pos, end)
@@ -71,30 +71,15 @@ def _records(data: Any, pos: int, end: int) -> Iterator[tuple[int, int, int, int
             raise _Malformed
         if after > end:
             raise _Malformed
-        yield key >> 3, wire, start, pos
+        yield key >> 3, wire, start, pos, after
         pos = after
 
 
 def _fields(data: Any, pos: int, end: int) -> Iterator[tuple[int, int, int]]:
     """(field number, start, end) of each length-delimited field in data[pos:end]; other fields skipped."""
-    while pos < end:
-        key, pos = _varint(data, pos, end)
-        wire = key & 7
-        if wire == 0:
-            _, pos = _varint(data, pos, end)
-        elif wire == 1:
-            pos += 8
-        elif wire == 5:
-            pos += 4
-        elif wire == 2:
-            size, pos = _varint(data, pos, end)
-            start, pos = pos, pos + size
-            if pos <= end:
-                yield key >> 3, start, pos
-        else:  # groups (wire types 3 and 4): not in ONNX
-            raise _Malformed
-    if pos != end:
-        raise _Malformed
+    for field, wire, _, start, after in _records(data, pos, end):
+        if wire == 2:
+            yield field, start, after
 
 
 def spans(data: Any) -> list[tuple[str, int, int]] | None:
@@ -137,9 +122,7 @@ def _without(data: Any, pos: int, end: int, drop: Any) -> list[Any]:
     ``drop(f, payload start, payload end)`` gives None left out, and one for which it gives a list of pieces
     written with those pieces as its payload (its length rewritten)."""
     pieces: list[Any] = []
-    records = list(_records(data, pos, end))
-    for k, (field, wire, start, payload) in enumerate(records):
-        after = records[k + 1][2] if k + 1 < len(records) else end
+    for field, wire, start, payload, after in _records(data, pos, end):
         if wire == 2:
             inner = drop(field, payload, after)
             if inner is None:
@@ -170,9 +153,9 @@ def stripped(data: Any, least: int = 4096) -> bytes | None:
 def read(data: Any, initializers: Any, found: list[tuple[str, int, int]] | None = None
          ) -> dict[str, np.ndarray] | None:
     """name -> the raw bytes (a read-only uint8 array, 64-byte aligned) of each initializer of the parsed
-    ``initializers`` that keeps its data as raw_data, copied from ``data`` (the serialized model they were parsed
-    from, or its ``stripped`` form); None where the scan of ``data`` (``found``: ``spans(data)``, given) does not
-    match the parsed initializers."""
+    ``initializers`` that keeps its data as raw_data, copied from ``data``: the serialized model they were parsed
+    from, or whose ``stripped`` form they were parsed from.  None where the scan of ``data`` (``found``:
+    ``spans(data)``, given) does not match the parsed initializers."""
     found = spans(data) if found is None else found
     if found is None or len(found) != len(initializers):
         return None
