@@ -9,6 +9,7 @@ from typing import Sequence
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from ...dtypes import computes_as_float
 from ..dialect import KernelSpec, Param, dialect_type
 from ..op import Launch, Op, Plan, TensorType, groups_for, local_1d, register
 from .movement import Movement, contiguous_strides, copy_launch, ints_attr, norm_axes, refuse_unknown
@@ -69,7 +70,7 @@ class Det(Op):
     def check(self, inputs, attrs):
         refuse_unknown(self, attrs, [])
         x = inputs[0]
-        if x.dtype.kind != "f":
+        if not computes_as_float(x.dtype):
             raise self.error(f"needs a floating-point input, got {x.dtype}")
         if len(x.shape) < 2 or x.shape[-1] != x.shape[-2]:
             raise self.error(f"needs square matrices in the last two axes, got shape {x.shape}")
@@ -80,7 +81,7 @@ class Det(Op):
 
     def reference(self, inputs, attrs):
         x = inputs[0]
-        wide = x.astype(np.float32) if x.dtype == np.float16 else x
+        wide = x.astype(np.float32) if x.dtype.itemsize == 2 else x  # (float16, bfloat16)
         return [np.asarray(np.linalg.det(wide)).astype(x.dtype)]
 
     def plan(self, inputs, outputs, attrs, info):

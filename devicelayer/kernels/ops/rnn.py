@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ...dtypes import computes_as_float
 from ..dialect import KernelSpec, Param, dialect_type
 from ..op import Launch, Op, Plan, TensorType, float_attr, groups_for, local_1d, register
 from ..render import lacks
@@ -131,7 +132,7 @@ class Recurrent(Op):
         layout = self._flag(attrs, "layout")
         X, R = inputs[0], inputs[2]
         dtype = X.dtype
-        if dtype.kind != "f":
+        if not computes_as_float(dtype):  # (bfloat16 computes in float32)
             raise self.error(f"needs floating-point inputs, got X of {dtype}")
         if len(X.shape) != 3:
             raise self.error(f"X must be 3-D ({'batch, seq' if layout else 'seq, batch'}, input), got {X.shape}")
@@ -251,7 +252,7 @@ class Recurrent(Op):
         X, W, R = inputs[:3]
         opt = self.given(inputs)
         dtype = X.dtype
-        acc = np.dtype(np.float32) if dtype == np.float16 else dtype
+        acc = np.dtype(np.float32) if dtype.itemsize == 2 else dtype  # (float16, bfloat16)
         layout, H, G = attrs["layout"], attrs["hidden_size"], self.gates
         x = (np.swapaxes(X, 0, 1) if layout else X).astype(acc)
         T, B = x.shape[:2]
