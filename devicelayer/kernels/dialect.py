@@ -112,7 +112,16 @@ class KernelSpec:
 
 def dialect_type(dtype: np.dtype | str) -> str:
     """The dialect type name for a NumPy dtype."""
+    try:
+        return _DIALECT_TYPES[dtype]  # (asked thousands of times a compile; a dtype's name is slow to make)
+    except (KeyError, TypeError):
+        pass
     name = np.dtype(dtype).name
     if name not in FROM_DTYPE:
         raise ValueError(f"dtype {name} has no kernel type")
+    if isinstance(dtype, (np.dtype, str)):
+        _DIALECT_TYPES[dtype] = FROM_DTYPE[name]
     return FROM_DTYPE[name]
+
+
+_DIALECT_TYPES: dict = {}
