@@ -150,17 +150,25 @@ def test_bytes_the_scan_cannot_follow_are_not_stripped():
     assert rawdata.stripped(memoryview(_key(12, 3) + data)) is None
 
 
+def _checked_file(tmp_path, monkeypatch):
+    """_big_model written to a file and loaded once (checked, then stamped: later loads parse it stripped)."""
+    from devicelayer.onnx import load
+
+    monkeypatch.setenv("DEVICELAYER_CACHE", str(tmp_path / "cache"))
+    model = _big_model()
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    load(path)
+    return model, path
+
+
 def test_a_model_file_loaded_again_through_the_stripped_parse_has_the_same_constants(tmp_path, monkeypatch):
     """The second load of a checked file is parsed stripped: every constant (bfloat16 ones included) the same as
     a load of the same bytes."""
     from devicelayer.onnx import load
     from devicelayer.onnx.loader import _read
 
-    monkeypatch.setenv("DEVICELAYER_CACHE", str(tmp_path / "cache"))
-    model = _big_model()
-    path = tmp_path / "m.onnx"
-    path.write_bytes(model.SerializeToString())
-    load(path)  # (checked, then stamped)
+    model, path = _checked_file(tmp_path, monkeypatch)
     proto, raw = _read(path)
     assert raw is not None and not next(t for t in proto.graph.initializer if t.name == "big").HasField("raw_data")
     again, reference = load(path).constants, load(model.SerializeToString()).constants
@@ -174,11 +182,7 @@ def test_a_model_file_loaded_again_through_the_stripped_parse_has_the_same_const
 def test_read_model_gives_the_whole_message_of_a_file_parsed_stripped(tmp_path, monkeypatch):
     """``read_model`` of a checked file (parsed stripped inside) returns every initializer with its raw_data, equal
     to the message the file holds."""
-    from devicelayer.onnx import load, read_model
+    from devicelayer.onnx import read_model
 
-    monkeypatch.setenv("DEVICELAYER_CACHE", str(tmp_path / "cache"))
-    model = _big_model()
-    path = tmp_path / "m.onnx"
-    path.write_bytes(model.SerializeToString())
-    load(path)  # (checked, then stamped)
+    model, path = _checked_file(tmp_path, monkeypatch)
     assert read_model(path) == model
