@@ -93,6 +93,13 @@ def computes_as_float(dt: Any) -> bool:
     return dt.kind == "f" or dt.name == "bfloat16"
 
 
+def arithmetic(dt: Any) -> np.dtype:
+    """The dtype the host computes ``dt`` in: float32 for the 16-bit floats (float16, bfloat16), ``dt`` itself
+    otherwise."""
+    dt = np.dtype(dt)
+    return np.dtype(np.float32) if dt.itemsize == 2 and computes_as_float(dt) else dt
+
+
 def eps(dt: Any) -> float:
     """The machine epsilon of a floating-point dtype (NumPy's or an extra one such as bfloat16)."""
     dt = np.dtype(dt)

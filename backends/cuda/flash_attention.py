@@ -5,8 +5,8 @@ over 128 tokens at batch 16 took 0.047 ms a layer in float16 on the H200. Here a
 rows of one head, 16 a warp. A warp holds its queries as ``mma.sync.m16n8k16`` fragments; for each block of 64 keys
 (keys and values staged in shared memory, 16 bytes a load) it computes its 16 x 64 scores on the tensor cores, adds
 the scale, the mask and the causal and window limits, folds them into the rows' running maxima and sums (online
-softmax, float32), and multiplies the probabilities, rounded to the input's type in the registers that hold them, by the
-values on the tensor cores again, accumulating in float32. Nothing of the score matrix reaches memory.
+softmax, float32), and multiplies the probabilities, rounded to the input's type in the registers that hold them,
+by the values on the tensor cores again, accumulating in float32. Nothing of the score matrix reaches memory.
 
 It takes the op's calls in float16 or bfloat16 (q, k and v of one type) with one head size for keys and values, a
 multiple of 16 up to 128, at least 16 query rows, every layout (``sequence_major``, ``packed_heads``), grouped key

@@ -34,6 +34,7 @@ from .omp import _OFF
 
 RUNTIME = b"libgomp.so.1"
 OWN = b"libgomp.dl.1"  # the copy's soname: as long as RUNTIME's
+SOURCES = "sources.json"  # a copy's originals: [path, size, modification time in ns] each
 _DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
                  "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
 _kept: list[ctypes.CDLL] = []  # the loaded copies of libgomp (never unloaded)
@@ -128,9 +129,6 @@ def _copies(dnnl: str) -> tuple[Path, Path] | None:
         diskcache.write(folder / SOURCES, json.dumps(sources).encode())
     prune(folder.parent)
     return gomp_copy, dnnl_copy
-
-
-SOURCES = "sources.json"  # a copy's originals: [path, size, modification time in ns] each
 
 
 def _stat(path: str) -> list:

@@ -57,11 +57,12 @@ def np_dtype(elem_type: int) -> np.dtype:
 
 def read_model(source: Any) -> Any:
     """A checked ModelProto from a path, bytes or a ModelProto; GraphError when it is malformed."""
+    from . import rawdata
+
     model, raw = _read(source)
     if raw is not None:  # (parsed without its large raw_data: the message is given whole)
         for init in model.graph.initializer:
-            if not init.HasField("raw_data") and init.name in raw:
-                init.raw_data = raw[init.name].tobytes()
+            rawdata.give_back(init, raw.get(init.name))
     return model
 
 

@@ -21,6 +21,7 @@ from ..graph.dynamic import Cut as PlanCut, DynamicPlan, InputSpec, PinInputs, S
 from ..graph.fold import fold_affine, fuse_activations
 from ..graph.ir import Graph, Value
 from ..graph.shuffle import fuse_channel_shuffles
+from . import rawdata
 from .loader import Context, _onnx, input_dims, np_dtype
 from .walk import Cut, NeedDriver, NeedHost, NeedValues, Program, bind_inputs, values_of, walk
 
@@ -72,8 +73,7 @@ def _initializers(graph: Any, raw: Mapping[str, np.ndarray] | None = None) -> di
         if array is not None:
             out[init.name] = array
             continue
-        if read is not None and not init.HasField("raw_data"):  # (parsed without it: numpy_helper decodes it)
-            init.raw_data = read.tobytes()
+        rawdata.give_back(init, read)  # (parsed without it: numpy_helper decodes it)
         try:
             out[init.name] = np.array(onnx.numpy_helper.to_array(init))
         except Exception as exc:  # noqa: BLE001 - onnx raises several kinds for a malformed tensor

@@ -177,6 +177,13 @@ def read(data: Any, initializers: Any, found: list[tuple[str, int, int]] | None 
     return {name: sealed[at:at + end - start] for (name, start, end), at in zip(wanted, offsets)}
 
 
+def give_back(init: Any, read: np.ndarray | None) -> None:
+    """The bytes ``read`` (its raw data, from ``read``) put back into the parsed initializer ``init`` where it was
+    parsed without them (``stripped``); nothing where there are none or it holds its own."""
+    if read is not None and not init.HasField("raw_data"):
+        init.raw_data = read.tobytes()
+
+
 def _block(nbytes: int) -> np.ndarray:
     """``nbytes`` of private anonymous memory, its pages made at once (``MAP_POPULATE``: one call instead of a
     fault per page as the copy first touches it)."""

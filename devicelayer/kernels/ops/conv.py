@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import tiles as _tiles
+from ...dtypes import arithmetic, computes_as_float
 from ...info import DeviceInfo
 from ..dialect import KernelSpec, Param, dialect_type
 from ..op import (ALLOW_TF32, Launch, Op, Plan, TensorType, get, groups_for, local_1d, parallel, register,
@@ -116,7 +117,7 @@ class _ConvBase(Op):
 
     def _check_dtypes(self, inputs: Sequence[TensorType]) -> None:
         x = inputs[0]
-        if x.dtype.kind != "f" and x.dtype.name != "bfloat16":  # (bfloat16 computes in float32)
+        if not computes_as_float(x.dtype):
             raise self.error(f"needs floating-point inputs, got {x.dtype}")
         for t in inputs[1:]:
             if t.dtype != x.dtype:
@@ -438,10 +439,6 @@ def _conv_spec(kind: str, kernel: str, types: tuple[str, str], has_bias: bool,
     return KernelSpec(name, tuple(params), source, elem=elem, defines=defines)
 
 
-def _compute_dtype(x: np.ndarray) -> np.dtype:
-    return np.dtype(np.float32) if x.dtype == np.float16 or x.dtype.name == "bfloat16" else x.dtype
-
-
 @register
 class Conv(_ConvBase):
     """conv(X, W[, B[, Z]]): ONNX Conv over 1 to 3 spatial dimensions.
@@ -507,7 +504,7 @@ class Conv(_ConvBase):
 
     def reference(self, inputs, attrs):
         x, w = inputs[0], inputs[1]
-        dtype, ct = x.dtype, _compute_dtype(x)
+        dtype, ct = x.dtype, arithmetic(x.dtype)
         x, w = x.astype(ct, copy=False), w.astype(ct, copy=False)
         nd = x.ndim - 2
         G = attrs["group"]
@@ -540,7 +537,8 @@ class Conv(_ConvBase):
         return _epilogue.unsupported(outputs[0], inputs[3:4], checked, info, 3 + len(inputs[2:3]), GEMM_SCALAR_BYTES)
 
     def reference_into(self, inputs, outputs, attrs):
-        if inputs[0].dtype.itemsize == 2 or not inputs[0].size or not inputs[1].size or not outputs[0].size:
+        x = inputs[0]
+        if arithmetic(x.dtype) != x.dtype or not x.size or not inputs[1].size or not outputs[0].size:
             return super().reference_into(inputs, outputs, attrs)
         _conv_into(inputs, outputs[0], attrs)
         return None
@@ -895,7 +893,7 @@ class ConvTranspose(_ConvBase):
 
     def reference(self, inputs, attrs):
         x, w = inputs[0], inputs[1]
-        dtype, ct = x.dtype, _compute_dtype(inputs[0])
+        dtype, ct = x.dtype, arithmetic(inputs[0].dtype)
         x, w = x.astype(ct), w.astype(ct)
         nd = x.ndim - 2
         G = attrs["group"]

@@ -9,7 +9,7 @@ from typing import Sequence
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ...dtypes import computes_as_float
+from ...dtypes import arithmetic, computes_as_float
 from ..dialect import KernelSpec, Param, dialect_type
 from ..op import Launch, Op, Plan, TensorType, groups_for, local_1d, register
 from .movement import Movement, contiguous_strides, copy_launch, ints_attr, norm_axes, refuse_unknown
@@ -81,7 +81,7 @@ class Det(Op):
 
     def reference(self, inputs, attrs):
         x = inputs[0]
-        wide = x.astype(np.float32) if x.dtype.itemsize == 2 else x  # (float16, bfloat16)
+        wide = x.astype(arithmetic(x.dtype), copy=False)
         return [np.asarray(np.linalg.det(wide)).astype(x.dtype)]
 
     def plan(self, inputs, outputs, attrs, info):

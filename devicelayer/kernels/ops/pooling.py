@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ...dtypes import computes_as_float
+from ...dtypes import arithmetic, computes_as_float
 from ...errors import UnsupportedOp
 from ...info import DeviceInfo
 from ..dialect import KernelSpec, Param, dialect_type
@@ -63,15 +63,6 @@ def _flat(xp: np.ndarray, k: Sequence[int], d: Sequence[int], out: Sequence[int]
                                            writeable=False)
 
 
-def _acc_dtype(dtype: np.dtype) -> np.dtype:
-    return np.dtype(np.float32) if _half(dtype) else dtype
-
-
-def _half(dtype: np.dtype) -> bool:
-    """Whether ``dtype`` is a 16-bit float (float16, or bfloat16, which the host computes on in float32)."""
-    return computes_as_float(dtype) and dtype.itemsize == 2
-
-
 def _lowest(dtype: np.dtype) -> float:
     """The value that never wins a max in ``dtype``: -inf, or an integer type's minimum."""
     return -np.inf if computes_as_float(dtype) else float(np.iinfo(dtype).min)
@@ -79,7 +70,7 @@ def _lowest(dtype: np.dtype) -> float:
 
 def _powered(x: np.ndarray, p: int) -> np.ndarray:
     """``|x| ** p`` in x's accumulation dtype (an Lp pool sums these)."""
-    x = x.astype(_acc_dtype(x.dtype), copy=False)
+    x = x.astype(arithmetic(x.dtype), copy=False)
     with np.errstate(all="ignore"):
         return x * x if p == 2 else np.abs(x) ** x.dtype.type(p)
 
@@ -189,7 +180,7 @@ class _Pool(Op):
         begins, ends, out = self.geometry(x.shape[2:], attrs)
         reach = [max(b + n + e, (o - 1) * st + (kk - 1) * dd + 1 if o else 0)
                  for b, n, e, o, st, kk, dd in zip(begins, x.shape[2:], ends, out, s, k, d)]
-        xp = np.ascontiguousarray(padded(x.astype(_acc_dtype(x.dtype), copy=False), begins,
+        xp = np.ascontiguousarray(padded(x.astype(arithmetic(x.dtype), copy=False), begins,
                                          [r - b - n for r, b, n in zip(reach, begins, x.shape[2:])],
                                          _lowest(x.dtype) if self.kind == "max" else 0.0))
         return xp, begins, out
@@ -213,7 +204,7 @@ class _Pool(Op):
         x = _powered(inputs[0], attrs["p"]) if self.kind == "lp" else computable(inputs[0])
         k, s, d = attrs["kernel_shape"], attrs["strides"], attrs["dilations"]
         begins, ends, out = self.geometry(x.shape[2:], attrs)
-        acc_t = _acc_dtype(x.dtype)
+        acc_t = arithmetic(x.dtype)
         xp = self._padded(x, attrs)[0]  # then one strided view of all windows
         shape = x.shape[:2] + tuple(out)
         flat = all(st == 1 for st in s) and all(out)  # stride 1: each kernel position is one long run
@@ -242,7 +233,7 @@ class _Pool(Op):
 
     def reference_into(self, inputs, outputs, attrs):
         x, y = inputs[0], outputs[0]
-        if _half(x.dtype) or not y.size:
+        if arithmetic(x.dtype) != x.dtype or not y.size:
             return super().reference_into(inputs, outputs, attrs)
         N, C = x.shape[:2]
         rows_in = x.reshape((1, N * C) + x.shape[2:])  # every (image, channel) is independent
@@ -721,7 +712,7 @@ class _GlobalPool(Op):
         axes = tuple(range(2, x.ndim))
         if self.kind == "max":
             return [np.max(x, axis=axes, keepdims=True).astype(dtype)]
-        return [np.mean(x, axis=axes, keepdims=True, dtype=_acc_dtype(x.dtype)).astype(dtype)]
+        return [np.mean(x, axis=axes, keepdims=True, dtype=arithmetic(x.dtype)).astype(dtype)]
 
     def plan(self, inputs, outputs, attrs, info):
         x = inputs[0]

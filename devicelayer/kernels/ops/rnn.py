@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ...dtypes import computes_as_float
+from ...dtypes import arithmetic, computes_as_float
 from ..dialect import KernelSpec, Param, dialect_type
 from ..op import Launch, Op, Plan, TensorType, float_attr, groups_for, local_1d, register
 from ..render import lacks
@@ -252,7 +252,7 @@ class Recurrent(Op):
         X, W, R = inputs[:3]
         opt = self.given(inputs)
         dtype = X.dtype
-        acc = np.dtype(np.float32) if dtype.itemsize == 2 else dtype  # (float16, bfloat16)
+        acc = arithmetic(dtype)
         layout, H, G = attrs["layout"], attrs["hidden_size"], self.gates
         x = (np.swapaxes(X, 0, 1) if layout else X).astype(acc)
         T, B = x.shape[:2]
