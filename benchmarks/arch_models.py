@@ -264,9 +264,10 @@ def yolov8n() -> tuple:
             anchors, strides = [], []
             for f, s in zip(feats, self.strides):
                 h, w = f.shape[2:]
-                sy, sx = torch.meshgrid(torch.arange(h) + 0.5, torch.arange(w) + 0.5, indexing="ij")
+                sy, sx = torch.meshgrid(torch.arange(h, device=f.device) + 0.5, torch.arange(w, device=f.device) + 0.5,
+                                        indexing="ij")
                 anchors.append(torch.stack((sx, sy), -1).view(-1, 2))
-                strides.append(torch.full((h * w, 1), float(s)))
+                strides.append(torch.full((h * w, 1), float(s), device=f.device))
             anchors_t, strides_t = torch.cat(anchors).transpose(0, 1), torch.cat(strides).transpose(0, 1)
             x = torch.cat([f.view(b, 4 * self.reg + self.nc, -1) for f in feats], 2)
             box, cls = x.split((4 * self.reg, self.nc), 1)

@@ -1,4 +1,4 @@
-"""CUDA's float16 and bfloat16 attention on tensor cores (backends/cuda/flash_attention.py): head sizes 16 to 128,
+"""CUDA's float16, bfloat16 and float32 attention on tensor cores (backends/cuda/flash_attention.py): head sizes 8 to 128,
 ragged query and key blocks, grouped heads, every layout, bool and float masks (shorter than the keys, -inf entries,
 rows masked whole as zeros or NaN), causal with an offset, windows, buffers too little aligned for 16-byte loads;
 the calls it leaves to the op's kernels; a plan whose attention pattern runs through it. Every result against
@@ -16,38 +16,39 @@ from devicelayer.dtypes import dtype as as_dtype
 from op_cases.attention import _attn
 
 BF16 = as_dtype("bfloat16")
-HALVES = (np.dtype(np.float16), BF16)
 
 CUDA = [d for d in dl.devices() if d.info.backend == "cuda"]
 pytestmark = pytest.mark.skipif(not CUDA, reason="no CUDA device")
 A = "attention"
 
-CASES = {
-    "gpt2 heads, causal": (_attn(B=2, Hq=4, Hk=4, Sq=128, Skv=128, Dk=64, Dv=64, dtype="float16"),
-                           {"is_causal": True}),
+CASES = {  # (``_attn``'s sizes, the call's attributes)
+    "gpt2 heads, causal": (dict(B=2, Hq=4, Hk=4, Sq=128, Skv=128, Dk=64, Dv=64), {"is_causal": True}),
     "ragged blocks, float mask with -inf": (
-        _attn(B=2, Hq=3, Hk=3, Sq=70, Skv=75, Dk=32, Dv=32, mask=((1, 1, 70, 75), "float"), neginf=True,
-              dtype="float16"), {}),
+        dict(B=2, Hq=3, Hk=3, Sq=70, Skv=75, Dk=32, Dv=32, mask=((1, 1, 70, 75), "float"), neginf=True), {}),
     "rows masked whole as NaN": (
-        _attn(B=1, Hq=2, Hk=2, Sq=33, Skv=40, Dk=16, Dv=16, mask=((1, 2, 33, 40), "float"), neginf=True,
-              full_row=True, dtype="float16"), {"nan_rows": True}),
+        dict(B=1, Hq=2, Hk=2, Sq=33, Skv=40, Dk=16, Dv=16, mask=((1, 2, 33, 40), "float"), neginf=True,
+             full_row=True), {"nan_rows": True}),
     "rows masked whole as zeros, bool mask": (
-        _attn(B=2, Hq=4, Hk=2, Sq=40, Skv=70, Dk=64, Dv=64, mask=((2, 4, 40, 70), "bool"), full_row=True,
-              dtype="float16"), {}),
+        dict(B=2, Hq=4, Hk=2, Sq=40, Skv=70, Dk=64, Dv=64, mask=((2, 4, 40, 70), "bool"), full_row=True), {}),
     "mask shorter than the keys": (
-        _attn(B=1, Hq=2, Hk=2, Sq=20, Skv=90, Dk=32, Dv=32, mask=((20, 60), "float"), dtype="float16"), {}),
+        dict(B=1, Hq=2, Hk=2, Sq=20, Skv=90, Dk=32, Dv=32, mask=((20, 60), "float")), {}),
     "grouped heads, causal with an offset": (
-        _attn(B=2, Hq=6, Hk=2, Sq=130, Skv=200, Dk=128, Dv=128, dtype="float16"), {"is_causal": True, "offset": 70}),
+        dict(B=2, Hq=6, Hk=2, Sq=130, Skv=200, Dk=128, Dv=128), {"is_causal": True, "offset": 70}),
     "windows and a scale": (
-        _attn(B=1, Hq=2, Hk=1, Sq=64, Skv=64, Dk=48, Dv=48, dtype="float16"),
-        {"left_window_size": 5, "right_window_size": 3, "scale": 0.3}),
-    "one key block, many query tiles": (_attn(B=1, Hq=1, Hk=1, Sq=300, Skv=16, Dk=16, Dv=16, dtype="float16"), {}),
+        dict(B=1, Hq=2, Hk=1, Sq=64, Skv=64, Dk=48, Dv=48), {"left_window_size": 5, "right_window_size": 3, "scale": 0.3}),
+    "one key block, many query tiles": (dict(B=1, Hq=1, Hk=1, Sq=300, Skv=16, Dk=16, Dv=16), {}),
+}
+#: float32 only (its products take 8 of the head at a time, the half types' 16)
+F32_CASES = {
+    "head size 40, ragged blocks": (dict(B=2, Hq=3, Hk=1, Sq=45, Skv=77, Dk=40, Dv=40), {"is_causal": True}),
+    "head size 8, bool mask": (dict(B=1, Hq=2, Hk=2, Sq=17, Skv=33, Dk=8, Dv=8, mask=((1, 2, 17, 33), "bool")), {}),
+    "whisper's heads": (dict(B=2, Hq=6, Hk=6, Sq=150, Skv=150, Dk=64, Dv=64), {}),
 }
 
 
 def _reference(arrays, attrs):
     op = get(A)
-    wide = [a.astype(np.float64) if a.dtype in HALVES else a for a in arrays]
+    wide = [a if a.dtype == np.bool_ or a.dtype.kind in "iu" else a.astype(np.float64) for a in arrays]
     checked, _ = op.prepare([TensorType(a.shape, a.dtype) for a in wide], dict(attrs))
     with np.errstate(all="ignore"):
         return op.reference(wide, checked)[0]
@@ -63,9 +64,10 @@ def _accepts(arrays, attrs):
 
 def _close(got, want):
     assert got.shape == want.shape
+    # (bfloat16 keeps 8 bits of mantissa, float16 11; float32 runs as three TF32 products, to float32's tolerance)
+    tol = {BF16: 3e-2, np.dtype(np.float16): 1e-2}.get(got.dtype, 2e-5)
     got = got.astype(np.float64)
     assert np.array_equal(np.isnan(got), np.isnan(want))
-    tol = 3e-2 if got.dtype == BF16 else 1e-2  # (bfloat16 keeps 8 bits of mantissa, float16 11)
     np.testing.assert_allclose(np.nan_to_num(got), np.nan_to_num(want), rtol=tol, atol=tol)
 
 
@@ -81,11 +83,14 @@ def _run(arrays, attrs, out_shape):
     return out.numpy()
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("dtype, case", [(t, c) for t in ("float16", "bfloat16", "float32") for c in CASES] +
+                         [("float32", c) for c in F32_CASES])
 def test_against_float64(rng, case, dtype):
-    make, attrs = CASES[case]
-    arrays = _in(dtype, make(rng))
+    sizes, attrs = {**CASES, **F32_CASES}[case]
+    if dtype == "float32":  # (random float32 values: every bit of the mantissa, which one TF32 product would lose)
+        arrays = _attn(**sizes, dtype="float32")(rng)
+    else:
+        arrays = _in(dtype, _attn(**sizes, dtype="float16")(rng))
     assert _accepts(arrays, attrs)
     want = _reference(arrays, attrs)
     _close(_run(arrays, attrs, want.shape), want)
@@ -120,8 +125,9 @@ def test_buffers_too_little_aligned_for_wide_loads(rng):
 
 
 @pytest.mark.parametrize("why, make, attrs", [
-    ("float32", _attn(Sq=32, Skv=32, Dk=64, Dv=64), {}),
     ("head size not a multiple of 16", _attn(Sq=32, Skv=32, Dk=40, Dv=40, dtype="float16"), {}),
+    ("float32 head size not a multiple of 8", _attn(Sq=32, Skv=32, Dk=36, Dv=36), {}),
+    ("float32 heads over 128", _attn(Sq=32, Skv=32, Dk=136, Dv=136), {}),
     ("head sizes differ", _attn(Sq=32, Skv=32, Dk=64, Dv=32, dtype="float16"), {}),
     ("heads over 128", _attn(Sq=32, Skv=32, Dk=144, Dv=144, dtype="float16"), {}),
     ("decoding rows", _attn(Sq=4, Skv=32, Dk=64, Dv=64, dtype="float16"), {}),
@@ -151,10 +157,10 @@ def test_bfloat16_inputs_with_a_float16_mask_are_left_to_the_op_kernels(rng):
     assert not taken
 
 
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 def test_a_plan_runs_its_attention_pattern_through_the_kernel(rng, dtype):
-    """Q·Kᵀ scaled, a causal mask added, softmax, ·V in half precision at batch 1: the pattern becomes the attention
-    op, which the kernel runs (where cuBLAS's products would stay for the op's own kernels at this size)."""
+    """Q·Kᵀ scaled, a causal mask added, softmax, ·V at batch 1: the pattern becomes the attention op, which the
+    kernel runs (where cuBLAS's products would stay for the op's own kernels at this size)."""
     from devicelayer.kernels.runner import vendor_of
 
     B, H, S, D = 1, 4, 128, 64

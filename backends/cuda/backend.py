@@ -618,8 +618,8 @@ class CudaDevice(Device):
     def vendor_op(self, name: str) -> Any:
         """cuBLAS for matmul and gemm; cuDNN for convolutions where it is installed, else im2col + cuBLAS for
         ungrouped ones; cuDNN for the max and average pools it computes as ONNX does; a warp-per-row kernel for
-        layer and RMS normalization over short rows (``layernorm``); float16 and bfloat16 attention on tensor cores
-        (``flash_attention``); the op kernels for everything else.  Asked
+        layer and RMS normalization over short rows (``layernorm``); float16, bfloat16 and float32 attention on
+        tensor cores (``flash_attention``); the op kernels for everything else.  Asked
         for a product or a convolution, the device starts cuBLAS on a thread (``_warm_blas``)."""
         if cuda_blas.library() is None:
             return None
@@ -962,7 +962,8 @@ def _info(index: int, count: int) -> DeviceInfo:
                        **{name: "devicelayer's warp-per-row kernel (rows of up to 4096 float16, bfloat16 or float32 "
                                 "elements)" for name in ("layer_normalization", "rms_normalization")},
                        "attention": "devicelayer's flash-attention kernel on tensor cores (float16 and bfloat16, head "
-                                    "sizes of 16-128 in steps of 16, sm_80 and later)"},
+                                    "sizes of 16-128 in steps of 16; float32 as three TF32 products, head sizes of "
+                                    "8-128 in steps of 8; sm_80 and later)"},
     }
     driver = _version(runtime.driverGetVersion())
     total = int(p.get("totalGlobalMem", 0))
