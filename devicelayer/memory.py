@@ -254,6 +254,9 @@ class MemoryPool:
     #: a plan gives each tensor a whole buffer (reused across lifetimes: ``graph.memory.plan_buffers``) rather
     #: than a view of one arena, where the driver launches slower on views of one allocation
     whole_buffers = False
+    #: ``host_array``'s memory stays valid as long as any array over it lives, whatever happens to the device
+    #: afterwards (it is not a mapping of a device object): a run may hand such an array to its caller as an output
+    lends_host_arrays = False
 
     @property
     def pinned_host_arrays(self) -> bool:

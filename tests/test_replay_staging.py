@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import devicelayer as dl
+
 from test_lane import _feeds, _graph, _want
 
 
@@ -67,5 +69,98 @@ def test_staging_forced_on_a_pool_keeps_every_run_right(device, rng, monkeypatch
         for got in results:
             for arr in got.values():
                 assert not any(np.shares_memory(arr, s) for s in staged)
+    finally:
+        plan.release()
+
+
+# -- outputs lent to the caller (``Replay.lend``) ---------------------------------------------------------------------
+_BIG = (256, 512)  # 512 KiB of float32: over replay.LEND_LEAST
+
+
+def _big_graph():
+    g = dl.Graph()
+    x = g.input("x", _BIG)
+    g.output("y", g.add(g.relu(x), g.constant(np.float32(1.0))))
+    g.output("m", g.reduce_max(x, axes=[1], keepdims=1))  # (small: copied out as before)
+    return g
+
+
+def _big_want(x):
+    return np.maximum(x.astype(np.float64), 0) + 1
+
+
+def _lending(device, monkeypatch):
+    """The device's pool lending its host arrays (forced where it does not: the same replay code, with ordinary
+    host arrays)."""
+    if not device.pool.lends_host_arrays:
+        monkeypatch.setattr(type(device.pool), "lends_host_arrays", True)
+
+
+def _lent(plan):
+    return [a for r in _replays(plan) for pairs in r.lent.values() for a, _ in pairs]
+
+
+def test_a_large_output_comes_back_in_a_lent_array_used_again_once_dropped(device, rng, monkeypatch):
+    _lending(device, monkeypatch)
+    plan = _big_graph().compile([device])
+    try:
+        x = rng.standard_normal(_BIG).astype(np.float32)
+        got = plan.run_numpy({"x": x})
+        if not _lent(plan):
+            pytest.skip(f"{device.id} runs this plan straight on the caller's host arrays")
+        np.testing.assert_allclose(got["y"], _big_want(x), rtol=1e-6)
+        [first] = _lent(plan)
+        assert got["y"] is first and not any(np.shares_memory(got["m"], a) for a in _lent(plan))
+        address = got["y"].ctypes.data
+        del got, first
+        x2 = rng.standard_normal(_BIG).astype(np.float32)
+        again = plan.run_numpy({"x": x2})
+        assert again["y"].ctypes.data == address  # nothing held the first: its array carries the second run
+        assert len(_lent(plan)) == 1
+        np.testing.assert_allclose(again["y"], _big_want(x2), rtol=1e-6)
+    finally:
+        plan.release()
+
+
+def test_outputs_the_caller_holds_keep_their_values(device, rng, monkeypatch):
+    """More runs than arrays to lend, every result held (whole, or only a view of it): no run writes over a
+    result still referenced; beyond the lent arrays, results are copied out as before."""
+    _lending(device, monkeypatch)
+    plan = _big_graph().compile([device])
+    try:
+        held, wants = [], []
+        for k in range(5):
+            x = rng.standard_normal(_BIG).astype(np.float32)
+            got = plan.run_numpy({"x": x})
+            held.append(got["y"][3:] if k % 2 else got["y"])  # (a view keeps its array too)
+            wants.append(_big_want(x)[3:] if k % 2 else _big_want(x))
+            del got
+        if not _lent(plan):
+            pytest.skip(f"{device.id} runs this plan straight on the caller's host arrays")
+        from devicelayer.graph.replay import LENT_ARRAYS
+
+        assert len(_lent(plan)) == LENT_ARRAYS
+        for arr, want in zip(held, wants):
+            np.testing.assert_allclose(arr, want, rtol=1e-6)
+        for i, a in enumerate(held):
+            assert not any(np.shares_memory(a, b) for b in held[i + 1:])
+        held.clear()  # dropped: the next run takes a lent array again
+        x = rng.standard_normal(_BIG).astype(np.float32)
+        got = plan.run_numpy({"x": x})
+        assert any(got["y"] is a for a in _lent(plan))
+        np.testing.assert_allclose(got["y"], _big_want(x), rtol=1e-6)
+    finally:
+        plan.release()
+    np.testing.assert_allclose(got["y"], _big_want(x), rtol=1e-6)  # (still the caller's after the release)
+
+
+def test_pools_that_may_not_lend_copy_their_outputs_out(device, rng, monkeypatch):
+    monkeypatch.setattr(type(device.pool), "lends_host_arrays", False)
+    plan = _big_graph().compile([device])
+    try:
+        x = rng.standard_normal(_BIG).astype(np.float32)
+        got = plan.run_numpy({"x": x})
+        np.testing.assert_allclose(got["y"], _big_want(x), rtol=1e-6)
+        assert _lent(plan) == []
     finally:
         plan.release()

@@ -196,6 +196,7 @@ class CudaPool(MemoryPool):
     """Allocations from a private CuPy memory pool; transfers are async copies on the device's stream."""
 
     pinned_host_arrays = True  # ``host_array`` is page-locked: a plain async DMA each way
+    lends_host_arrays = True  # (CuPy's pinned memory lives while an array over it does)
 
     def __init__(self, device: "CudaDevice") -> None:
         super().__init__(device)
