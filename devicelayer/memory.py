@@ -312,6 +312,11 @@ class MemoryPool:
     def _host_array(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         return np.empty(shape, dtype)
 
+    def is_host_array(self, array: np.ndarray) -> bool:
+        """Whether ``array``'s memory is of the faster kind ``host_array`` hands out (``pinned_host_arrays``), so
+        that an upload from it needs no staging copy; False where the pool's host arrays are ordinary memory."""
+        return False
+
     # -- DLPack: what this pool's memory is (``devicelayer/dlpack.py`` and ``interop.py`` do the rest) ---------
     def dlpack_device(self) -> tuple[int, int]:
         """The DLPack device (type, id) of this pool's memory; ``kDLExtDev`` where the backend does not say."""

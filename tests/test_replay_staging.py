@@ -164,3 +164,28 @@ def test_pools_that_may_not_lend_copy_their_outputs_out(device, rng, monkeypatch
         assert _lent(plan) == []
     finally:
         plan.release()
+
+
+def test_an_input_in_the_pools_own_host_array_is_uploaded_without_staging(device, rng):
+    """An input already in memory of the kind ``host_array`` hands out (page-locked on CUDA), such as an output a
+    run lent, goes to the device in one DMA from where it lies: no staging array is made for it."""
+    if not device.pool.is_host_array(device.pool.host_array((4,), np.float32)):
+        pytest.skip(f"{device.id}'s host arrays are ordinary memory")
+    plan = _big_graph().compile([device])
+    try:
+        x = device.pool.host_array(_BIG, np.float32)
+        x[...] = rng.standard_normal(_BIG)
+        got = plan.run_numpy({"x": x})
+        np.testing.assert_allclose(got["y"], _big_want(x), rtol=1e-6)
+        assert not any(a.shape == _BIG for r in _replays(plan) for a, _ in r.staging.values())
+        again = plan.run_numpy({"x": got["y"]})  # a lent output as the next input
+        np.testing.assert_allclose(again["y"], _big_want(got["y"]), rtol=1e-6)
+        plain = rng.standard_normal(_BIG).astype(np.float32)  # an ordinary array is staged as before
+        np.testing.assert_allclose(plan.run_numpy({"x": plain})["y"], _big_want(plain), rtol=1e-6)
+        assert any(a.shape == _BIG for r in _replays(plan) for a, _ in r.staging.values())
+    finally:
+        plan.release()
+
+
+def test_only_the_pools_own_kind_of_host_array_counts_as_one(device):
+    assert not device.pool.is_host_array(np.zeros(_BIG, np.float32))

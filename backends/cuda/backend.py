@@ -384,6 +384,10 @@ class CudaPool(MemoryPool):
     def wrap_foreign(self, data: int, byte_offset: int, nbytes: int, owner: Any) -> tuple[_Foreign, int]:
         return _Foreign(data + byte_offset, owner), 0
 
+    def is_host_array(self, array: np.ndarray) -> bool:
+        """Whether ``array`` lies in page-locked memory (``host_array``'s, or pinned by another library)."""
+        return isinstance(array, np.ndarray) and _is_pinned(array)
+
     def _host_array(self, shape: Any, dtype: Any) -> np.ndarray:
         """A host array in pinned (page-locked) memory: transfers from and to it are plain async DMA."""
         dt = np.dtype(dtype)
