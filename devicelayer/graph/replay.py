@@ -5,7 +5,9 @@ fixed and a run is: upload the inputs, replay the recordings (with the copies
 between devices in between), read the outputs.  NumPy inputs and outputs pass
 through host arrays of the device's own (pinned memory), copied on the
 caller's thread, so each transfer is one DMA with no host step on the device's
-timeline.
+timeline.  Where those arrays may outlive the device, a large output is
+downloaded straight into one that the caller keeps (``Replay.lend``), and a
+large input already in such memory is uploaded from where it lies.
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ from .memory import nbytes as _nbytes
 LEND_LEAST = 1 << 18
 #: pinned arrays an output may have handed out at once: ``y = plan(x)`` holds the last while the next is made
 LENT_ARRAYS = 2
-
 
 
 def _root(a: np.ndarray) -> np.ndarray:
