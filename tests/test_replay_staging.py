@@ -189,3 +189,5 @@ def test_an_input_in_the_pools_own_host_array_is_uploaded_without_staging(device
 
 def test_only_the_pools_own_kind_of_host_array_counts_as_one(device):
     assert not device.pool.is_host_array(np.zeros(_BIG, np.float32))
+    for other in ([1.0, 2.0], None, np.float32(1.0)):  # (not arrays: no, and no exception)
+        assert not device.pool.is_host_array(other)
