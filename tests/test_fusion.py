@@ -571,3 +571,76 @@ def test_a_conv_applies_its_summand_and_activation_on_every_device(device, path,
     poisoned = tensor(np.full(outs[0].shape, np.nan, np.float32), device)
     got = run("conv", [tensor(a, device) for a in arrays], out=poisoned, **attrs)[0].numpy()
     close(got, want, 2e-4)
+
+
+# -- slices cutting one tensor into pieces (patterns.slices_as_split) ---------------------------------------------
+def _sliced(cuts, axis=1, shape=(2, 9, 5, 3)):
+    g = dl.Graph()
+    x = g.input("x", shape)
+    for k, (start, end, step) in enumerate(cuts):
+        s = g.slice(x, starts=[start], ends=[end], axes=[axis], steps=[step])
+        g.output(f"y{k}", g.relu(s) if k % 2 else s)  # (a piece returned as it is, and one read by a node)
+    return g
+
+
+@pytest.mark.parametrize("cuts, axis", [
+    ([(0, 4, 1), (4, 9, 1)], 1),  # C2f's chunk in two
+    ([(6, 9, 1), (0, 2, 1), (2, 6, 1)], 1),  # three pieces, out of order, the last written as a large end
+    ([(0, 1, 1), (1, 2**62, 1)], -1),  # the last axis, an end past it
+    ([(0, -3, 1), (-3, 9, 1)], 1),  # negative indices
+])
+def test_slices_cutting_a_tensor_into_pieces_become_one_split(device, rng, cuts, axis):
+    g = _sliced(cuts, axis)
+    plan, plain = g.compile([device]), g.compile([device], fuse=False)
+    try:
+        ops = [n.op for n in plan.graph.needed()]
+        if device.info.kernel_language == "python":  # (its slices read its channels-last layout where it lies)
+            assert "split" not in ops
+        else:
+            assert ops.count("split") == 1 and "slice" not in ops
+            assert plan.kernel_counts() == {"before": plain.kernel_counts()["after"],
+                                            "after": plain.kernel_counts()["after"] - len(cuts) + 1}
+        feeds = {"x": rng.standard_normal((2, 9, 5, 3)).astype(np.float32)}
+        got, want = poisoned_run(plan, feeds), reference64(g, feeds)
+        assert set(got) == set(want)
+        for name in want:
+            close(got[name], want[name])
+    finally:
+        plan.release()
+        plain.release()
+
+
+@pytest.mark.parametrize("cuts", [
+    [(0, 4, 1), (3, 9, 1)],  # overlapping
+    [(0, 4, 1), (5, 9, 1)],  # a gap
+    [(0, 9, 2), (1, 9, 2)],  # every other row: steps of 2
+    [(0, 4, 1)],  # one piece
+    [(4, 0, -1), (4, 9, 1)],  # reversed
+])
+def test_slices_that_do_not_cut_a_tensor_into_pieces_stay_slices(device, rng, cuts):
+    g = _sliced(cuts)
+    plan = g.compile([device])
+    try:
+        assert "split" not in [n.op for n in plan.graph.needed()]
+        feeds = {"x": rng.standard_normal((2, 9, 5, 3)).astype(np.float32)}
+        got, want = poisoned_run(plan, feeds), reference64(g, feeds)
+        for name in want:
+            close(got[name], want[name])
+    finally:
+        plan.release()
+
+
+def test_slices_along_two_axes_at_once_stay_slices(device, rng):
+    g = dl.Graph()
+    x = g.input("x", (4, 6))
+    g.output("a", g.slice(x, starts=[0, 0], ends=[2, 3], axes=[0, 1]))
+    g.output("b", g.slice(x, starts=[2, 3], ends=[4, 6], axes=[0, 1]))
+    plan = g.compile([device])
+    try:
+        assert "split" not in [n.op for n in plan.graph.needed()]
+        feeds = {"x": rng.standard_normal((4, 6)).astype(np.float32)}
+        got = poisoned_run(plan, feeds)
+        close(got["a"], feeds["x"][:2, :3].astype(np.float64))
+        close(got["b"], feeds["x"][2:, 3:].astype(np.float64))
+    finally:
+        plan.release()

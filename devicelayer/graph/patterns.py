@@ -15,7 +15,8 @@ the kernels' epilogue elsewhere) except where the device's vendor library runs t
 activation (``VENDOR_FIRST``): a vendor call is not traded for the op's kernels.  Attention replaces its
 pattern on the host only where the host's vendor library computes it (``HOST_VENDOR_ONLY``), and on a device whose
 vendor library runs matmul only where it runs its fused kernel or the device's own attention kernel takes the call
-(``VENDOR_PRODUCTS``).
+(``VENDOR_PRODUCTS``).  Slices of one tensor along one axis that cut it into consecutive pieces, end to end (YOLOv8's
+C2f), become one split on kernel devices (``KERNELS_ONLY``): one launch moves every piece.
 """
 
 from __future__ import annotations
@@ -442,6 +443,55 @@ def group_norm(g: _Graph, first: Node) -> Replacement | None:
 
 
 #: matchers, tried at each node in order (the first that matches takes the nodes)
+# -- slices cutting a tensor into pieces ----------------------------------------------------------------------------
+def _cut(node: Node, shape: tuple[int, ...], dtype: Any) -> tuple[int, int, int] | None:
+    """(axis, first index, length) of a slice that keeps one run of one axis (step 1) and every other axis whole;
+    None for any other slice."""
+    from ..kernels.ops.movement import slice_params
+
+    try:
+        attrs = get("slice").check([TensorType(shape, dtype)], dict(node.attrs))
+    except DeviceLayerError:
+        return None
+    cuts = []
+    for axis, (start, step, n) in enumerate(slice_params(shape, attrs["starts"], attrs["ends"], attrs["axes"],
+                                                         attrs["steps"])):
+        if step != 1 and n > 1:
+            return None
+        if not (start == 0 and n == shape[axis]):
+            cuts.append((axis, start, n))
+    return cuts[0] if len(cuts) == 1 else None
+
+
+def slices_as_split(g: _Graph, node: Node) -> Replacement | None:
+    """Slices of one tensor along one axis that cut it into consecutive pieces, end to end (YOLOv8's C2f chunks a
+    tensor in two this way; an exporter may spell Split so): one split, which moves every piece in one launch."""
+    if node.op != "slice" or len(node.inputs) != 1 or node.inputs[0].constant is not None:
+        return None
+    x = node.inputs[0]
+    shape, dtype = g.shape(x), g.types[id(x)].dtype
+    mine = _cut(node, shape, dtype)
+    if mine is None:
+        return None
+    pieces = []
+    for r in g.distinct(x):
+        if r.op == "slice" and id(r) not in g.taken and len(r.inputs) == 1:
+            cut = _cut(r, shape, dtype)
+            if cut is not None and cut[0] == mine[0]:
+                pieces.append((cut[1], cut[2], r))
+    pieces.sort(key=lambda p: (p[0], p[1]))
+    at = 0
+    for start, n, _ in pieces:
+        if start != at:
+            return None  # (a gap or an overlap: not a cut into pieces)
+        at += n
+    if len(pieces) < 2 or at != shape[mine[0]]:
+        return None
+    members = [r for _, _, r in pieces]
+    return Replacement("split", members, "split", {"axis": mine[0], "split": tuple(n for _, n, _ in pieces)}, [x],
+                       [r.outputs[0] for r in members])
+
+
 # -- attention ------------------------------------------------------------------------------------------------------
 def _scale_of(g: _Graph, node: Node, scores: Value) -> float | None:
     """The factor ``node`` (mul or div by a one-element constant, reading ``scores``) scales them by; else None."""
@@ -625,6 +675,9 @@ def _scores_product(g: _Graph, x: Value, reader: Node) -> tuple[Value, Value, bo
 #: ops that replace their pattern on the host only: a kernel device computes their chain (x * sigmoid(x)) as one
 #: fused kernel anyway, which may also join a product's epilogue
 HOST_ONLY = frozenset({"swish"})  # pattern kinds
+#: pattern kinds kept on kernel devices only: the host's slices read its channels-last layout where they lie
+#: (``LayoutSlice``), which a split would first convert back
+KERNELS_ONLY = frozenset({"split"})
 #: pattern kinds kept only where the device's vendor library (if it has one for the op) takes the replacement
 VENDOR_FIRST = frozenset({"conv_activation"})
 #: pattern kinds kept on the host only where its vendor library takes the replacement: the op's NumPy reference
@@ -635,7 +688,7 @@ HOST_VENDOR_ONLY = frozenset({"attention"})
 VENDOR_PRODUCTS = frozenset({"attention"})
 
 MATCHERS: tuple[Callable[[_Graph, Node], Replacement | None], ...] = (layer_norm, softmax, gelu, conv_activation,
-                                                                     swish, group_norm, attention)
+                                                                     swish, group_norm, attention, slices_as_split)
 
 
 def find(nodes: list[Node], types: Mapping[int, TensorType], outputs: set[int], readers: Mapping[int, list[Node]],
@@ -658,6 +711,8 @@ def find(nodes: list[Node], types: Mapping[int, TensorType], outputs: set[int], 
                 continue
             r.device = device_of(r.members[0])
             if r.kind in HOST_ONLY and r.device.info.kernel_language != "python":
+                continue
+            if r.kind in KERNELS_ONLY and r.device.info.kernel_language == "python":
                 continue
             if not _runs(r, types):
                 continue
