@@ -35,7 +35,7 @@ from devicelayer.kernels.op import get
 
 from . import vector_kernels
 from .backend import _address, _Vendor
-from .blas import HALVES
+from .blas import BFLOAT16, HALVES
 
 #: query rows a block takes (16 a warp)
 BLOCK_M = 64
@@ -55,14 +55,15 @@ def keys_per_block(d: int) -> int:
     values, two TF32 parts each, rows of ``d + 4`` words)."""
     return 32 if 16 * 32 * (d + 4) <= SHARED_BYTES else 16
 
+
 _SOURCE = r"""
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #define WARPS (BM / 16)
 #define NEG_INF (__int_as_float(0xff800000))
+#define KP (D + (F32 ? 4 : 8))
 #if F32
 typedef float T;
-#define KP (D + 4)
 #define TO_T(v) (v)
 #elif BF16
 typedef __nv_bfloat16 T;
@@ -78,9 +79,6 @@ typedef __half2 T2;
 #define JOIN2(lo, hi) __halves2half2(lo, hi)
 #define TO_T(v) __float2half(v)
 #define MMA_TYPE "f16"
-#endif
-#if !F32
-#define KP (D + 8)
 #endif
 
 #if F32
@@ -424,7 +422,7 @@ class FlashAttention(_Vendor):
             CAUSAL=int(bool(attrs["is_causal"])), HAS_MASK=int(mask is not None),
             MASK_BOOL=int(mask is not None and mask.dtype == np.bool_),
             MASK_T="unsigned char" if mask is not None and mask.dtype == np.bool_ else vector_kernels.DTYPES[q.dtype],
-            BF16=int(q.dtype not in (np.float16, FLOAT32)),
+            BF16=int(q.dtype == BFLOAT16),
             NAN_ROWS=int(bool(attrs.get("nan_rows"))))
         row = (hq + 2 * hk) * d
         strides = [(sq * row, d, row)] * 3 if packed else \

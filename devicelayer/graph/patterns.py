@@ -31,6 +31,7 @@ from ..dtypes import computes_as_float, eps
 from ..errors import DeviceLayerError
 from ..kernels.op import TensorType, get
 from ..kernels.ops.conv import UNARY_ACTIVATIONS
+from ..kernels.ops.movement import slice_params
 from .ir import Node, Value
 
 
@@ -442,13 +443,10 @@ def group_norm(g: _Graph, first: Node) -> Replacement | None:
                        {"num_groups": G, "epsilon": norm.attrs["epsilon"]}, [x, *params], [last.outputs[0]])
 
 
-#: matchers, tried at each node in order (the first that matches takes the nodes)
 # -- slices cutting a tensor into pieces ----------------------------------------------------------------------------
 def _cut(node: Node, shape: tuple[int, ...], dtype: Any) -> tuple[int, int, int] | None:
     """(axis, first index, length) of a slice that keeps one run of one axis (step 1) and every other axis whole;
     None for any other slice."""
-    from ..kernels.ops.movement import slice_params
-
     try:
         attrs = get("slice").check([TensorType(shape, dtype)], dict(node.attrs))
     except DeviceLayerError:
@@ -470,16 +468,13 @@ def slices_as_split(g: _Graph, node: Node) -> Replacement | None:
         return None
     x = node.inputs[0]
     shape, dtype = g.shape(x), g.types[id(x)].dtype
-    mine = _cut(node, shape, dtype)
+    cuts = {id(r): (_cut(r, shape, dtype), r) for r in g.distinct(x)
+            if r.op == "slice" and id(r) not in g.taken and len(r.inputs) == 1}
+    mine = cuts.get(id(node), (None, node))[0]
     if mine is None:
         return None
-    pieces = []
-    for r in g.distinct(x):
-        if r.op == "slice" and id(r) not in g.taken and len(r.inputs) == 1:
-            cut = _cut(r, shape, dtype)
-            if cut is not None and cut[0] == mine[0]:
-                pieces.append((cut[1], cut[2], r))
-    pieces.sort(key=lambda p: (p[0], p[1]))
+    pieces = sorted(((cut[1], cut[2], r) for cut, r in cuts.values() if cut is not None and cut[0] == mine[0]),
+                    key=lambda p: (p[0], p[1]))
     at = 0
     for start, n, _ in pieces:
         if start != at:
@@ -687,6 +682,7 @@ HOST_VENDOR_ONLY = frozenset({"attention"})
 #: the vendor's products (``beats_vendor_products``: attention's fused kernel, not its tiled or composed plans)
 VENDOR_PRODUCTS = frozenset({"attention"})
 
+#: matchers, tried at each node in order (the first that matches takes the nodes)
 MATCHERS: tuple[Callable[[_Graph, Node], Replacement | None], ...] = (layer_norm, softmax, gelu, conv_activation,
                                                                      swish, group_norm, attention, slices_as_split)
 

@@ -285,16 +285,12 @@ def run(replay: Replay, feeds: Mapping[int, Any], types: Mapping[int, Any], to_n
             if isinstance(x, Tensor):
                 ready[key] = copy_between(dst.view(0, n, np.uint8), x.buffer.view(0, n, np.uint8),
                                           [x.ready] + after(dev))
-                last[id(dev)] = ready[key]
-                continue
-            if to_numpy and n >= LEND_LEAST and dev.pool.is_host_array(x):
+            elif to_numpy and n >= LEND_LEAST and dev.pool.is_host_array(x):
                 # the caller's array is of the pool's own fast kind (an output lent by a run, say): one DMA from it,
                 # no staging copy (the run returns once the work behind the DMA is done, so the array is free then)
                 ready[key] = dev.pool.upload(dst.view(0, n, x.dtype), x.reshape(-1), after(dev))
-                last[id(dev)] = ready[key]
-                continue
-            stage = replay.stage(key, dev, types[id(v)])
-            if stage is not None:  # copied here, on the caller's thread, then one DMA from pinned memory
+            elif (stage := replay.stage(key, dev, types[id(v)])) is not None:
+                # copied here, on the caller's thread, then one DMA from pinned memory
                 copy_into(stage, np.asarray(x).reshape(stage.shape))
                 ready[key] = dev.pool.upload(dst.view(0, n, stage.dtype), stage.reshape(-1), after(dev))
                 replay.staging[key] = (stage, ready[key])
