@@ -27,7 +27,7 @@ from test_ops import poisoned
 from test_tiled_pipelines import check_against_float64
 
 #: (op, input shapes, attributes): aligned to the 128 x 128 tiles and 32-deep slices, ragged in every dimension,
-#: batched and broadcast, Gemm's transposes with a bias, a product at the 64 x 64 tile
+#: batched and broadcast, Gemm's transposes with a bias, a product at the 64 x 64 tile, a deep ragged one
 PRODUCTS = [
     ("matmul", [(256, 256), (256, 256)], {}),
     ("matmul", [(257, 200), (200, 131)], {}),
@@ -38,6 +38,7 @@ PRODUCTS = [
     ("matmul", [(96, 520), (520, 72)], {}),
     ("matmul", [(2, 128, 64), (2, 64, 128)], {}),
     ("gemm", [(256, 128), (192, 128)], {"transB": 1}),
+    ("matmul", [(200, 640), (640, 136)], {}),
 ]
 #: (op, input shapes, attributes): a 3x3 residual layer, a 1x1 one, a strided 7x7 stem, a grouped and dilated
 #: one, a 1-D one, a transposed one, and a layer with its bias and ReLU
@@ -117,19 +118,30 @@ def test_products_on_matrix_units(device, rng, case):
         _check(device, rng, name, shapes, attrs)
 
 
-@pytest.mark.parametrize("vload", [0, 1])
-@pytest.mark.parametrize("bk", [16, 32])
+#: how the MMA form reads and stages its slices: (vload, stage_words)
+_SLICE_FORMS = {"elements": (0, 0), "words read": (1, 0), "words staged": (1, 1)}
+
+
+@pytest.mark.parametrize("form", list(_SLICE_FORMS))
+@pytest.mark.parametrize("bk", [16, 32, 64])
 @pytest.mark.parametrize("stages", [1, 2])
 @pytest.mark.parametrize("case", [0, 1, 4, 7, 8])
-def test_forced_mma_pipelines(device, rng, case, stages, bk, vload):
+def test_forced_mma_pipelines(device, rng, case, stages, bk, form):
     """Each K slice and stage count of the MMA form, with slices read element by element or as 16-byte words
-    (where the product is aligned and its rows whole words: cases 0 and 7), at both of its tile edges."""
+    (where the product is aligned and its rows whole words: cases 0 and 7), staged as elements or as those words,
+    at both of its tile edges; a pipeline whose stages shared memory cannot hold runs the usual multiply."""
     _units_device(device)
+    vload, words = _SLICE_FORMS[form]
     for edge in (4, 8):
-        with tiles.forcing(edge), mm.forcing_pipeline(mm.MMA_PIPELINE._replace(bk=bk, stages=stages, vload=vload)):
+        forced = mm.MMA_PIPELINE._replace(bk=bk, stages=stages, vload=vload, stage_words=words)
+        with tiles.forcing(edge), mm.forcing_pipeline(forced):
             defines = _spec_defines(device, *PRODUCTS[case])
-            assert (defines["MMA"], defines["BK"], defines["STAGES"], defines["TM"]) == (1, bk, stages, edge)
-            assert defines["VLOAD"] == int(bool(vload) and case in (0, 7))
+            if device.info.local_memory < mm.tiled_shared_bytes("f16", edge, bk, stages, True):
+                assert (defines["MMA"], defines["BK"], defines["STAGE_WORDS"]) == (0, 16, 0)
+            else:
+                assert (defines["MMA"], defines["BK"], defines["STAGES"], defines["TM"]) == (1, bk, stages, edge)
+                assert defines["VLOAD"] == int(bool(vload) and case in (0, 7))
+                assert defines["STAGE_WORDS"] == int(bool(words) and defines["VLOAD"])
             _check(device, rng, *PRODUCTS[case])
 
 
@@ -187,6 +199,12 @@ def _mma_specs():
         with tiles.forcing(8 if name == "gemm" else 4):
             # (the tiled kernels: a convolution split along K also plans the sum of its parts)
             specs += [s.spec for s in op.plan(types, outs, checked, info).steps if s.spec.shared]
+    name, shapes, attrs = big
+    types = [TensorType.of(s, np.float16) for s in shapes]
+    checked, outs = OPS[name].prepare(types, dict(attrs))
+    for forced in (mm.MMA_PIPELINE._replace(bk=64, stages=1), mm.MMA_PIPELINE._replace(stage_words=0)):
+        with tiles.forcing(8), mm.forcing_pipeline(forced):
+            specs += [s.spec for s in OPS[name].plan(types, outs, checked, info).steps if s.spec.shared]
     return specs
 
 
@@ -196,6 +214,8 @@ def test_glsl_form_compiles_to_cooperative_matrices():
     spirv = pytest.importorskip("backends.vulkan.spirv")
     specs = _mma_specs()
     assert {dict(s.defines)["TM"] for s in specs} == {4, 8} and all(dict(s.defines)["MMA"] == 1 for s in specs)
+    assert {(d["BK"], d["STAGE_WORDS"]) for d in map(dict, (s.defines for s in specs)) if d.get("VLOAD")} == {
+        (32, 1), (64, 1), (32, 0)}
     for spec in specs:
         if not spirv.compiler_version():
             pytest.skip("no GLSL compiler (libshaderc or glslc)")
@@ -234,8 +254,27 @@ def test_choice_on_described_devices():
     assert _spec_defines(info, "matmul", [(4096, 48), (48, 4096)], {})["MMA"] == 0  # (too shallow)
     assert _spec_defines(info, "matmul", [(4096, 4096), (4096, 40)], {})["MMA"] == 0  # (too few columns)
     assert _spec_defines(info, "matmul", [(4096, 4096), (4096, 4096)], {}, np.float32)["MMA"] == 0
+    # deep products at 64 x 64 tiles: 64-deep slices through one stage, where K is whole slices of 64
+    deep = _spec_defines(info, "matmul", [(2048, 3072), (3072, 768)], {})
+    assert (deep["MMA"], deep["TM"], deep["BK"], deep["STAGES"], deep["VLOAD"]) == (1, 4, 64, 1, 1)
+    assert _spec_defines(info, "matmul", [(2048, 336), (336, 768)], {})["BK"] == mm.MMA_SMALL_BK  # (K % 64)
+    assert _spec_defines(info, "matmul", [(2048, 192), (192, 768)], {})["BK"] == mm.MMA_SMALL_BK  # (3 slices)
+    assert _spec_defines(info, "matmul", [(8192, 4096), (4096, 8192)], {})["BK"] == 32  # (128 x 128 tiles)
     assert conv_ops.conv_pipeline(info, "f16", 8) == conv_ops.MMA_CONV_PIPELINE
     assert conv_ops.conv_pipeline(info, "f16", 4) == conv_ops.MMA_CONV_PIPELINE._replace(bk=mm.MMA_SMALL_BK)
+    # convolutions: deep where a group's input channels are whole slices of 64, at both edges (1x1 layers at
+    # 64 x 64 tiles only)
+    for edge in (4, 8):
+        assert conv_ops.conv_pipeline(info, "f16", edge, (256, 3136, 2304), 256) == \
+            conv_ops.MMA_CONV_PIPELINE._replace(bk=64, stages=1)
+        for product, channels in (((256, 3136, 864), 96), ((256, 3136, 64), 64), ((256, 3136, 576), 0)):
+            assert conv_ops.conv_pipeline(info, "f16", edge, product, channels).bk == (16 if edge == 4 else 32)
+    assert conv_ops.conv_pipeline(info, "f16", 4, (256, 3136, 1024), 1024).bk == 64
+    assert conv_ops.conv_pipeline(info, "f16", 8, (256, 3136, 1024), 1024) == conv_ops.MMA_CONV_PIPELINE
+    stem = _spec_defines(info, "conv", [(16, 3, 224, 224), (64, 3, 7, 7)], {"strides": [2, 2], "pads": [3] * 4})
+    assert stem["BK"] != 64
+    layer = _spec_defines(info, "conv", [(16, 256, 14, 14), (256, 256, 3, 3)], {"pads": [1] * 4})
+    assert (layer["MMA"], layer["BK"], layer["STAGES"], layer["CINNER"]) == (1, 64, 1, 1)
     assert conv_ops.conv_pipeline(info, "f16", 2) == conv_ops.GPU_CONV_PIPELINE._replace(vec=0)
     assert conv_ops.conv_pipeline(info, "float", 8) == conv_ops.GPU_CONV_PIPELINE
     # too little shared memory for the form's stages and scratch: the usual multiply
@@ -248,11 +287,17 @@ def test_shared_memory_of_the_form():
     """Slices staged in float16 (rows padded by 8) and a 16 x 20 float scratch per subgroup: 48,128 bytes at
     128 x 128 tiles with two 32-deep stages."""
     assert mm.tiled_shared_bytes("f16", 8, 32, 2, True) == 2 * (128 * 40 + 32 * 136) * 2 + 8 * 16 * 20 * 4
+    # staged as 16-byte words: the same bytes, an eighth of the entries
+    elements, words = mm.tiled_shared("f16", 8, 32, 2, True), mm.tiled_shared("f16", 8, 32, 2, True, words=True)
+    assert [("u32x4", n, c // 8) for _, n, c in elements[:2]] == list(words[:2])
+    assert elements[2] == words[2]
     assert mm.tiled_shared_bytes("float", 4) == 4 * 16 * 68 * 2
 
 
 # -- misuse ----------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("bad", [mm.Pipeline(bk=32), mm.MMA_PIPELINE._replace(bk=8), mm.Pipeline(vload=1),
+@pytest.mark.parametrize("bad", [mm.Pipeline(bk=32), mm.Pipeline(bk=64), mm.MMA_PIPELINE._replace(bk=8),
+                                 mm.MMA_PIPELINE._replace(bk=128), mm.Pipeline(vload=1),
+                                 mm.MMA_PIPELINE._replace(vload=0), mm.Pipeline(mma=1, prefetch=1, stage_words=1),
                                  mm.MMA_PIPELINE._replace(prefetch=0),
                                  mm.MMA_PIPELINE._replace(vec=1), mm.MMA_PIPELINE._replace(stages=3)])
 def test_forcing_refuses_forms_the_kernels_do_not_take(bad):
@@ -312,6 +357,43 @@ def test_buffer_views_read_words(device, rng):
             device.pool.free(t.buffer)
     w = x.reshape(words, 4)
     np.testing.assert_array_equal(got, w[:, 0] + w[:, 3] * np.uint32(3) + w[:, 1])
+
+
+def test_shared_words(device, rng):
+    """A shared array of 16-byte words (``dialect.WORD``) holds a word stored whole: each work item stores one word
+    read through a view and reads back its neighbour's, in every kernel language."""
+    if device.info.kernel_language == "python":
+        pytest.skip("the host runs no dialect kernels")
+    from devicelayer.kernels.dialect import WORD, KernelSpec, Param
+    from devicelayer.kernels.runner import program_for
+
+    local = 64
+    body = f"""    const int l = LID(0);
+    const int i = GROUP(0) * {local} + l;
+    sw[l] = x_v4[i];
+    BARRIER();
+    const int j = GROUP(0) * {local} + (l + 1) % {local};
+    y[4 * i] = sw[(l + 1) % {local}].x;
+    y[4 * i + 1] = sw[(l + 1) % {local}].y + 1u;
+    y[4 * i + 2] = sw[(l + 1) % {local}].z + CAST(uint, j);
+    y[4 * i + 3] = sw[(l + 1) % {local}].w;"""
+    spec = KernelSpec("shared_words", (Param("x", "uint", "in"), Param("y", "uint", "out")), body, elem="uint",
+                      views=("x",), shared=((WORD, "sw", local),), local_size=(local,))
+    groups = 7
+    x = rng.integers(0, 1 << 20, 4 * local * groups, dtype=np.uint32)
+    tx = tensor(x, device)
+    out = poisoned(device, TensorType.of(x.shape, np.uint32))
+    try:
+        device.launch(program_for(device, spec), [tx.buffer, out.buffer], (groups * local,), (local,),
+                      wait=[tx.ready, out.ready]).wait()
+        got = out.numpy().reshape(groups, local, 4)
+    finally:
+        for t in (tx, out):
+            device.pool.free(t.buffer)
+    want = np.roll(x.reshape(groups, local, 4), -1, axis=1)
+    want[:, :, 1] += np.uint32(1)
+    want[:, :, 2] += ((np.arange(local) + 1) % local + local * np.arange(groups)[:, None]).astype(np.uint32)
+    np.testing.assert_array_equal(got, want)
 
 
 def test_views_must_name_input_buffers():

@@ -21,8 +21,10 @@ leaves negative operands undefined, and drivers differ.  Guard or rewrite
 (``c < 0 ? (n - 1) - ((-c - 1) % n) : c % n``).
 
 Shared memory is declared in the spec (``shared``), not in the body: GLSL
-needs it at global scope.  Parameters are buffers first, then scalars, in
-launch order; GLSL gets buffers as bindings 0.. and scalars as push constants.
+needs it at global scope.  Its arrays hold a dialect type, or ``WORD``:
+16-byte words (``uvec4``, ``uint4``) that a kernel stores and reads whole.
+Parameters are buffers first, then scalars, in launch order; GLSL gets
+buffers as bindings 0.. and scalars as push constants.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ TYPES = {"float": "float32", "f16": "float16", "f64": "float64", "int": "int32",
 #: NumPy dtype name -> dialect type name (bool buffers are bytes holding 0 or 1: OpenCL kernels may not take
 #: ``bool*`` and GLSL's bool has no storage layout)
 FROM_DTYPE = {**{v: k for k, v in TYPES.items()}, "bool": "uchar"}
+#: the shared-memory type of 16-byte words (4 x uint32: ``uvec4``, ``uint4``), which a kernel stores and reads whole
+WORD = "u32x4"
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,7 @@ class KernelSpec:
     params: tuple[Param, ...]
     body: str
     elem: str = "float"  # what T stands for
-    shared: tuple[tuple[str, str, int], ...] = ()  # (type, name, count)
+    shared: tuple[tuple[str, str, int], ...] = ()  # (type, name, count): a type of TYPES or WORD
     local_size: tuple[int, ...] = (64,)
     defines: tuple[tuple[str, int | float | str], ...] = ()
     #: input buffers the body also reads as 16-byte words, through ``<name>_v4`` (the same memory as an array of
@@ -91,7 +95,7 @@ class KernelSpec:
     def dtypes_used(self) -> set[str]:
         """NumPy dtype names the kernel touches (decides the extensions a language needs)."""
         used = {TYPES[self.resolve(p.type)] for p in self.params} | {TYPES[self.elem]}
-        used |= {TYPES[self.resolve(t)] for t, _, _ in self.shared}
+        used |= {TYPES[self.resolve(t)] for t, _, _ in self.shared if t != WORD}
         body = self.body
         for name, dtype in TYPES.items():
             if f"{name} " in body or f"({name})" in body or f"{name}(" in body or f"{name}," in body:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .dialect import TYPES, KernelSpec, Param
+from .dialect import TYPES, WORD, KernelSpec, Param
 
 #: one-argument math functions every language has under the C name, for float and double
 _FLOAT_MATH = ("exp", "log", "sqrt", "tanh", "floor", "ceil", "sin", "cos", "tan", "asin", "acos", "atan", "sinh",
@@ -49,6 +49,11 @@ def _acc(elem: str) -> str:
 
 def _defines(spec: KernelSpec) -> str:
     return "".join(f"#define {k} {v}\n" for k, v in spec.defines)
+
+
+def _c_shared(spec: KernelSpec, type_name: str) -> str:
+    """A shared array's element type in CUDA C and OpenCL C."""
+    return "uint4" if type_name == WORD else spec.resolve(type_name)
 
 
 def _c_params(spec: KernelSpec, space: str, restrict: str) -> list[str]:
@@ -137,7 +142,7 @@ def render_cuda(spec: KernelSpec) -> str:
         head.append("#define TO_ACC(v) ((ACC)(v))\n#define FROM_ACC(v) ((T)(v))\n")
     head.append(_defines(spec))
     params = _c_params(spec, "", "__restrict__")
-    shared = "".join(f"    __shared__ __align__(16) {spec.resolve(t)} {n}[{c}];\n" for t, n, c in spec.shared)
+    shared = "".join(f"    __shared__ __align__(16) {_c_shared(spec, t)} {n}[{c}];\n" for t, n, c in spec.shared)
     views = "".join(f"    const uint4* __restrict__ {n}_v4 = (const uint4*)(const void*){n};\n" for n in spec.views)
     return ("".join(head) + f'extern "C" __global__ void {spec.name}({", ".join(params)}) {{\n'
             + shared + views + spec.body + "\n}\n")
@@ -192,7 +197,7 @@ def render_opencl(spec: KernelSpec) -> str:
     head.append("#define TO_ACC(v) ((ACC)(v))\n#define FROM_ACC(v) ((T)(v))\n")
     head.append(_defines(spec))
     params = _c_params(spec, "__global ", "restrict")
-    shared = "".join(f"    __local {spec.resolve(t)} {n}[{c}] __attribute__((aligned(16)));\n"
+    shared = "".join(f"    __local {_c_shared(spec, t)} {n}[{c}] __attribute__((aligned(16)));\n"
                      for t, n, c in spec.shared)
     views = "".join(f"    __global const uint4* {n}_v4 = (__global const uint4*){n};\n" for n in spec.views)
     return ("".join(head) + f"__kernel void {spec.name}({', '.join(params)}) {{\n" + shared + views + spec.body
@@ -496,7 +501,7 @@ def render_glsl(spec: KernelSpec, float64: bool = False) -> str:
         copies = "".join(f"    const {_GLSL_TYPES[spec.resolve(p.type)]} {p.name} = dl_pc.{p.name};\n"
                          for p in scalars)
     for t, n, c in spec.shared:
-        head.append(f"shared {_GLSL_TYPES[spec.resolve(t)]} {n}[{c}];\n")
+        head.append(f"shared {'uvec4' if t == WORD else _GLSL_TYPES[spec.resolve(t)]} {n}[{c}];\n")
     return "".join(head) + "void main() {\n" + copies + spec.body + "\n}\n"
 
 

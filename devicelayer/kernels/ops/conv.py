@@ -173,7 +173,8 @@ class _ConvBase(Op):
         depth = Cg * math.prod(w[2:])
         mma = tiled and _mm.takes_mma(info, elem) and _mm.mma_fits(Mg, NB * P, depth)
         splits = elem in _SPLIT_TYPES and depth >= 2 * SPLIT_LEAST * _mm.BK
-        micro, cols, pipe = (conv_tile(info, elem, (Mg, NB * P, depth), G, mma, splits) if tiled
+        micro, cols, pipe = (conv_tile(info, elem, (Mg, NB * P, depth), G, mma, splits,
+                                       0 if self.transposed else Cg) if tiled
                              else (4, 4, _mm.Pipeline()))
         tile = tiled_defines(micro, pipe.takes_runs(info), pipe.bk, _mm.unrolls_tiles(info), cols) + (
             ("VEC", pipe.vec), ("STAGES", pipe.stages), ("MMA", pipe.mma),
@@ -207,22 +208,23 @@ SPLIT_MOST = 16
 
 
 def conv_tile(info: DeviceInfo, elem: str, product: tuple[int, int, int], groups: int, mma: bool,
-              splits: bool) -> tuple[int, int, _mm.Pipeline]:
+              splits: bool, channels: int = 0) -> tuple[int, int, _mm.Pipeline]:
     """The tiled convolution's micro-tile rows and columns and its pipeline (``conv_pipeline``) for an implicit
     product of (output channels of a group, output positions, depth) repeated for ``groups``: a rectangular
     micro-tile of ``tiles.WIDE_TILES`` forced on this thread where shared memory takes it, else the edge of
     ``matmul.micro_tile`` (``mma``: the device may multiply on matrix units; ``splits``: K may be split), its
-    columns as ``wide_columns`` says."""
+    columns as ``wide_columns`` says.  ``channels``: a group's input channels where K may run over them innermost
+    (forward convolutions; 0 otherwise)."""
     rows, positions, depth = product
     micro = _mm.micro_tile(info, rows, positions, groups, depth, elem, mma, splits)
     forced = _tiles.forced()
     if forced in _tiles.WIDE_TILES:
         tm, tn = forced
-        pipe = conv_pipeline(info, elem, tm, product)
+        pipe = conv_pipeline(info, elem, tm, product, channels)
         if info.local_memory >= _mm.tiled_shared_bytes(elem, tm, pipe.bk, pipe.stages, bool(pipe.mma), tn):
             return tm, tn, pipe
     cols = micro if forced is not None else wide_columns(info, elem, micro, rows, positions, groups)
-    return micro, cols, conv_pipeline(info, elem, micro, product)
+    return micro, cols, conv_pipeline(info, elem, micro, product, channels)
 
 
 #: the static rule's rectangular micro-tile on GPUs: ``tiles.WIDE_TILES``'s (4 x 8) where a group has WIDE_ROWS
@@ -366,28 +368,36 @@ def _epilogue_attrs(op: Op, inputs: Sequence[TensorType], outputs: Sequence[Tens
 GPU_CONV_PIPELINE = _mm.Pipeline(bk=8, stages=2, vec=1, runs=1)
 #: the tiled convolution's MMA form (float16 on the device's matrix units, ``matmul.takes_mma``): K in slices of
 #: 32 through two shared stages at 128 x 128 tiles, of 16 at 64 x 64 (``matmul.mma_pipeline``; H200, ResNet-50's
-#: 3x3 and 7x7 convolutions at batch 16 and 64 x 64 tiles, five geometries: 1.36 against 1.38 ms in all)
+#: 3x3 and 7x7 convolutions at batch 16 and 64 x 64 tiles, five geometries: 1.36 against 1.38 ms in all); 64-deep
+#: slices through one stage where a group's input channels are whole slices of them (``matmul.deep_slices``) at
+#: 64 x 64 tiles, and at 128 x 128 for windows of more than one tap (H200, vulkan:0, ResNet-50's thirteen
+#: convolution geometries at batch 16, the faster edge of each: 1.255 -> 1.149 ms; its 3x3 layers at 14 x 14 and
+#: 7 x 7 0.113 -> 0.100 and 0.109 -> 0.099, its 1024 -> 256 1x1 layer at 14 x 14 0.064 -> 0.054)
 MMA_CONV_PIPELINE = _mm.Pipeline(bk=32, stages=2, mma=1)
 
 
 def conv_pipeline(info: DeviceInfo, elem: str, micro: int,
-                  product: tuple[int, int, int] = (_mm.MMA_LEAST,) * 3) -> _mm.Pipeline:
+                  product: tuple[int, int, int] = (_mm.MMA_LEAST,) * 3, channels: int = 0) -> _mm.Pipeline:
     """How the tiled convolution kernel walks K (``conv_tiled.dlk`` always loads a slice ahead): its K slice,
     shared stages, runs, vector reads (micro-tiles of 4 or more) and MMA form of the pipeline forced on this thread
-    (``matmul.forcing_pipeline``), else ``MMA_CONV_PIPELINE`` (``matmul.mma_pipeline``) where the device multiplies
-    float16 on matrix units with micro-tiles of 4 or 8 and the implicit ``product`` (output channels of a group,
-    output positions, depth) is large enough (``matmul.mma_fits``), else ``GPU_CONV_PIPELINE`` on GPUs (its vector
-    reads at micro-tiles of 4 or more), else the plain one.  A forced pipeline takes the MMA form wherever the device
-    and tile take it, the product large enough or not; one the device or tile cannot take is the same pipeline with
-    K slices of 16 on the usual multiply."""
+    (``matmul.forcing_pipeline``), else ``MMA_CONV_PIPELINE`` (``matmul.mma_pipeline``, deep where a group's
+    ``channels`` allow: ``matmul.deep_slices``) where the device multiplies float16 on matrix units with micro-tiles
+    of 4 or 8 and the implicit ``product`` (output channels of a group, output positions, depth) is large enough
+    (``matmul.mma_fits``), else ``GPU_CONV_PIPELINE`` on GPUs (its vector reads at micro-tiles of 4 or more), else
+    the plain one.  A forced pipeline takes the MMA form wherever the device and tile take it, the product large
+    enough or not; one the device or tile cannot take is the same pipeline with K slices of 16 on the usual
+    multiply."""
     forced = _mm.forced_pipeline()
-    mma = _mm.mma_applies(info, elem, micro, forced is not None or _mm.mma_fits(*product))
+    mma = _mm.mma_applies(info, elem, micro, forced is not None or _mm.mma_fits(*product), forced)
     if forced is not None:
         pipe = _mm.Pipeline(bk=forced.bk, stages=forced.stages,
                             vec=forced.vec if micro >= 4 and elem != "f64" else 0, runs=forced.runs, mma=forced.mma)
         return pipe if mma else _mm.without_mma(pipe)
     if mma:
-        return _mm.mma_pipeline(MMA_CONV_PIPELINE, micro)
+        # (at 128 x 128 tiles, 1x1 layers keep their 32-deep slices through two stages: H200, ResNet-50's four
+        # 1x1 geometries, 0.049-0.066 ms against 0.052-0.073 in slices of 64)
+        deep = _mm.deep_slices(product[2], channels) and (micro == 4 or product[2] > channels)
+        return _mm.mma_pipeline(MMA_CONV_PIPELINE, micro, deep)
     if info.device_type == "gpu" and elem != "f64":
         return GPU_CONV_PIPELINE._replace(vec=int(micro >= 4))
     return _mm.Pipeline()

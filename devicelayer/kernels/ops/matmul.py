@@ -26,7 +26,7 @@ import numpy as np
 from ...info import DeviceInfo
 from ...resources import shader_source
 from .. import tiles as _tiles
-from ..dialect import TYPES, KernelSpec, Param, dialect_type
+from ..dialect import TYPES, WORD, KernelSpec, Param, dialect_type
 from ..render import MMA_LANGUAGES
 from ..op import (ALLOW_TF32, Launch, Op, Plan, TensorType, groups_for, local_1d, register, tf32_attr,
                   float_attr as _float_attr)
@@ -117,15 +117,17 @@ def unrolls_tiles(info: DeviceInfo) -> bool:
 
 
 def tiled_shared(elem: str, micro: int, bk: int = BK, stages: int = 1, mma: bool = False,
-                 cols: int | None = None) -> tuple[tuple[str, str, int], ...]:
+                 cols: int | None = None, words: bool = False) -> tuple[tuple[str, str, int], ...]:
     """Shared-memory staging of the tiled kernels (rows padded by 4 against bank conflicts, keeping them 16-byte
     aligned; ``stages`` slices of ``bk``; B's rows of ``cols`` micro-tile columns where they differ from the edge);
-    ``mma``: the MMA form's, slices staged in the element type (A's as rows of ``bk``; rows padded by 8) and each
-    subgroup's float scratch of 16 x 20 (``tile_layout.dlk``)."""
+    ``mma``: the MMA form's, slices staged in the element type (A's as rows of ``bk``; rows padded by 8), as 16-byte
+    words of 8 where ``words`` (``Pipeline.stage_words``), and each subgroup's float scratch of 16 x 20
+    (``tile_layout.dlk``)."""
     cols = micro if cols is None else cols
     if mma:
         stage = 16 * micro * (bk + 8), bk * (16 * cols + 8)
-        return ((elem, "sa", stages * stage[0]), (elem, "sb", stages * stage[1]),
+        kind, per = (WORD, 8) if words else (elem, 1)
+        return ((kind, "sa", stages * stage[0] // per), (kind, "sb", stages * stage[1] // per),
                 ("float", "sc", (GROUP_SIZE // MMA_SUBGROUP) * 16 * 20))
     acc = "f64" if elem == "f64" else "float"
     return ((acc, "sa", stages * bk * (16 * micro + 4)), (acc, "sb", stages * bk * (16 * cols + 4)))
@@ -135,7 +137,8 @@ class Pipeline(NamedTuple):
     """How the tiled GEMM kernel (``gemm_tiled.dlk``) walks K and its tiles: the K slice, shared stages, loads
     issued a slice ahead, shared reads as vectors, unchecked loads where the product allows them, bands of tile
     rows, the multiply on the device's matrix units (``mma``, ``takes_mma``) with slices read as 16-byte words
-    (``vload``; its optional defines), and the micro-tile as runs of 4 (``RUNS``, which ``vec`` implies)."""
+    (``vload``; its optional defines) and staged as them (``stage_words``, with ``vload``), and the micro-tile as
+    runs of 4 (``RUNS``, which ``vec`` implies)."""
 
     bk: int = BK
     stages: int = 1
@@ -146,12 +149,14 @@ class Pipeline(NamedTuple):
     runs: int = 0
     mma: int = 0
     vload: int = 0
+    stage_words: int = 0
 
     @property
     def defines(self) -> tuple[tuple[str, int], ...]:
         """The kernel's defines past the tile shape's."""
         return (("VEC", self.vec), ("ALIGNED", self.aligned), ("PREFETCH", self.prefetch), ("STAGES", self.stages),
-                ("SWIZZLE", self.swizzle), ("MMA", self.mma), ("VLOAD", self.vload))
+                ("SWIZZLE", self.swizzle), ("MMA", self.mma), ("VLOAD", self.vload),
+                ("STAGE_WORDS", self.stage_words))
 
     @property
     def tag(self) -> str:
@@ -160,7 +165,7 @@ class Pipeline(NamedTuple):
             return ""
         return (f"_k{self.bk}s{self.stages}{'p' if self.prefetch else ''}{'v' if self.vec else ''}"
                 f"{'a' if self.aligned else ''}{f'w{self.swizzle}' if self.swizzle else ''}{'x' if self.mma else ''}"
-                f"{'u' if self.vload else ''}")
+                f"{'u' if self.vload else ''}{'W' if self.stage_words else ''}")
 
     def takes_runs(self, info: DeviceInfo) -> bool:
         """Whether the micro-tile is laid out as runs of 4 (``tile_runs``): where the device's rule says so, and
@@ -184,12 +189,22 @@ MMA_UNIT = ("float16", "float32", 16, 16, 16)
 MMA_SUBGROUP = 32
 #: the pipeline of the MMA form at 128 x 128 tiles: K in slices of 32 (two multiplies of 16) through two shared
 #: stages, loads a slice ahead, unchecked where the product allows, bands of 8 tile rows (H200, 4096^3: 1.24 ms
-#: against 1.71 with slices of 16), slices read as 16-byte words where the operands allow (``gemm_pipeline``); at
-#: 64 x 64 tiles, slices of 16 (``mma_pipeline``)
-MMA_PIPELINE = Pipeline(bk=32, stages=2, prefetch=1, aligned=1, swizzle=8, mma=1, vload=1)
+#: against 1.71 with slices of 16), slices read as 16-byte words where the operands allow (``gemm_pipeline``) and
+#: staged as them (4096^3: 0.830 -> 0.809 ms, 8192 x 8192 x 2048 1.710 -> 1.684); at 64 x 64 tiles, slices of 16
+#: or, deep, 64 (``mma_pipeline``)
+MMA_PIPELINE = Pipeline(bk=32, stages=2, prefetch=1, aligned=1, swizzle=8, mma=1, vload=1, stage_words=1)
 #: the K slice of the MMA form at 64 x 64 tiles (H200, ResNet-50's products at batch 16, 1024 -> 256 and
-#: 512 -> 2048 channels: 0.058 and 0.059 ms against 0.071 and 0.075 with slices of 32)
+#: 512 -> 2048 channels: 0.058 and 0.059 ms against 0.071 and 0.075 with slices of 32), where it is not deep
 MMA_SMALL_BK = 16
+#: the K slice of the MMA form for deep products (``mma_pipeline``), through one stage: each barrier passes four
+#: multiplies of 16 a subgroup and fragment.  H200, vulkan:0, float16 products at 64 x 64 tiles against slices of
+#: 16 through two stages: 512 x 512 x 4608 0.106 -> 0.053 ms, 2048 x 768 x 3072 0.126 -> 0.090, 4096^3 1.81 -> 1.06
+#: (two stages: the same, in twice the shared memory); at 128 x 128 tiles products were as fast as with slices
+#: of 32, convolutions faster (``conv.conv_pipeline``)
+MMA_DEEP_BK = 64
+#: the least depth that takes ``MMA_DEEP_BK``: four slices, so that loads still overlap the multiply (ResNet-50's
+#: 1x1 layer of 64 -> 256 channels at 56 x 56, one slice of 64: 0.085 ms against 0.076 in four of 16)
+MMA_DEEP_LEAST = 4 * MMA_DEEP_BK
 
 
 #: the least rows, columns and depth of a product the MMA form takes by itself (``mma_fits``)
@@ -205,9 +220,20 @@ def mma_fits(rows: int, cols: int, depth: int) -> bool:
     return min(rows, cols, depth) >= MMA_LEAST
 
 
-def mma_pipeline(base: Pipeline, micro: int) -> Pipeline:
-    """``base`` (an MMA form's pipeline) with the K slice of the tile edge: ``MMA_SMALL_BK`` at micro-tiles of 4."""
+def mma_pipeline(base: Pipeline, micro: int, deep: bool = False) -> Pipeline:
+    """``base`` (an MMA form's pipeline) with the K slice of the tile edge: ``MMA_DEEP_BK`` through one stage where
+    the caller says the product is ``deep`` (``deep_slices``), else ``MMA_SMALL_BK`` at micro-tiles of 4."""
+    if deep:
+        return base._replace(bk=MMA_DEEP_BK, stages=1)
     return base._replace(bk=MMA_SMALL_BK) if micro == 4 else base
+
+
+def deep_slices(depth: int, channels: int | None = None) -> bool:
+    """Whether a product of ``depth`` takes the MMA form's 64-deep slices: ``MMA_DEEP_LEAST`` deep or more, in
+    whole slices (for a convolution, whole slices of a group's input ``channels``, so that each lies within one
+    tap of the window: ``conv_tiled.dlk``'s CINNER)."""
+    whole = depth if channels is None else channels
+    return depth >= MMA_DEEP_LEAST and whole > 0 and whole % MMA_DEEP_BK == 0
 
 
 def takes_mma(info: DeviceInfo, elem: str) -> bool:
@@ -218,17 +244,19 @@ def takes_mma(info: DeviceInfo, elem: str) -> bool:
             and info.kernel_language in MMA_LANGUAGES)
 
 
-def mma_applies(info: DeviceInfo, elem: str, micro: int, large: bool) -> bool:
+def mma_applies(info: DeviceInfo, elem: str, micro: int, large: bool, pipeline: Pipeline | None = None) -> bool:
     """Whether a tiled product or convolution of element type ``elem`` at a micro-tile edge takes the MMA form: the
     device takes it (``takes_mma``), the tiles are 64 x 64 or more, the product is ``large`` (``mma_fits``, or a
-    forced pipeline) and shared memory holds the form's stages and scratch."""
+    forced pipeline) and shared memory holds the stages and scratch of ``pipeline`` (a forced one; else
+    ``MMA_PIPELINE``'s)."""
+    p = MMA_PIPELINE if pipeline is None else pipeline
     return (takes_mma(info, elem) and micro >= 4 and large
-            and info.local_memory >= tiled_shared_bytes(elem, micro, MMA_PIPELINE.bk, MMA_PIPELINE.stages, True))
+            and info.local_memory >= tiled_shared_bytes(elem, micro, p.bk, p.stages, True))
 
 
 def without_mma(pipeline: Pipeline) -> Pipeline:
     """A pipeline asking for the MMA form, as the usual multiply runs it: K slices of 16, no words."""
-    return pipeline._replace(mma=0, bk=16, vload=0) if pipeline.mma else pipeline
+    return pipeline._replace(mma=0, bk=16, vload=0, stage_words=0) if pipeline.mma else pipeline
 
 
 _pipeline_state = threading.local()
@@ -240,11 +268,13 @@ def forcing_pipeline(pipeline: Pipeline) -> Iterator[None]:
     convolution its K slice, stages, runs, vector reads and MMA form; vector reads where the micro-tile edge is 4 or
     more, unchecked loads where the product's shape allows, the MMA form where the device and tile take it, else K
     slices of 16 on the usual multiply): what tests and benchmarks use to run each form on every device."""
-    if (pipeline.bk not in (8, 16, 32) or pipeline.stages not in (1, 2) or pipeline.swizzle < 0
-            or (pipeline.bk == 32 and not pipeline.mma) or (pipeline.mma and (pipeline.bk == 8 or pipeline.vec))
-            or (pipeline.vload and not (pipeline.mma and pipeline.prefetch))):
-        raise ValueError(f"pipeline {pipeline!r}: K slices of 8 or 16 (16 or 32 with mma, which takes no vec; "
-                         "vload only with mma and prefetch), 1 or 2 stages, a swizzle of 0 or more")
+    if (pipeline.bk not in (8, 16, 32, 64) or pipeline.stages not in (1, 2) or pipeline.swizzle < 0
+            or (pipeline.bk >= 32 and not pipeline.mma) or (pipeline.mma and (pipeline.bk == 8 or pipeline.vec))
+            or (pipeline.vload and not (pipeline.mma and pipeline.prefetch))
+            or (pipeline.stage_words and not pipeline.vload)):
+        raise ValueError(f"pipeline {pipeline!r}: K slices of 8 or 16 (16, 32 or 64 with mma, which takes no vec; "
+                         "vload only with mma and prefetch, stage_words only with vload), 1 or 2 stages, a "
+                         "swizzle of 0 or more")
     before = getattr(_pipeline_state, "forced", None)
     _pipeline_state.forced = pipeline
     try:
@@ -269,10 +299,10 @@ def gemm_pipeline(info: DeviceInfo, elem: str, micro: int, M: int, N: int, K: in
     MMA form wherever the device and tile take it, the product large enough or not; one the device or tile cannot
     take is the same pipeline with K slices of 16 on the usual multiply."""
     p = forced_pipeline()
-    mma = mma_applies(info, elem, micro, p is not None or mma_fits(M, N, K))
+    mma = mma_applies(info, elem, micro, p is not None or mma_fits(M, N, K), p)
     if p is None:
         if mma:
-            p = mma_pipeline(MMA_PIPELINE, micro)
+            p = mma_pipeline(MMA_PIPELINE, micro, micro == 4 and deep_slices(K))
         elif info.device_type != "gpu" or micro != 8 or elem not in _PIPELINED:
             return Pipeline()
         else:
@@ -281,8 +311,9 @@ def gemm_pipeline(info: DeviceInfo, elem: str, micro: int, M: int, N: int, K: in
         p = without_mma(p)
     divides = M % (16 * micro) == 0 and N % (16 * micro) == 0 and K % p.bk == 0
     aligned = bool(p.aligned) and divides
-    return p._replace(vec=p.vec if micro >= 4 and elem != "f64" else 0, aligned=int(aligned),
-                      vload=int(bool(p.vload) and aligned and words and info.view_alignment % 16 == 0))
+    vload = bool(p.vload) and aligned and words and info.view_alignment % 16 == 0
+    return p._replace(vec=p.vec if micro >= 4 and elem != "f64" else 0, aligned=int(aligned), vload=int(vload),
+                      stage_words=int(vload and bool(p.stage_words)))
 
 
 def tiled_shared_bytes(elem: str, micro: int, bk: int = BK, stages: int = 1, mma: bool = False,
@@ -367,7 +398,8 @@ def gemm_spec(elem: str, tiled: bool, a_mfast: bool = False, b_nfast: bool = Tru
         name = (f"gemm_tiled{micro}{'r' if runs else ''}_{elem}_{'m' if a_mfast else 'k'}{'n' if b_nfast else 'k'}"
                 f"{pipeline.tag}{tail}")
         return KernelSpec(name, params, body, elem=elem,
-                          shared=tiled_shared(elem, micro, pipeline.bk, pipeline.stages, bool(pipeline.mma)),
+                          shared=tiled_shared(elem, micro, pipeline.bk, pipeline.stages, bool(pipeline.mma),
+                                              words=bool(pipeline.stage_words)),
                           local_size=(GROUP_SIZE,), views=("a", "b") if pipeline.vload else (),
                           defines=tiled_defines(micro, runs, pipeline.bk, unroll) + pipeline.defines
                           + (("A_MFAST", int(a_mfast)), ("B_NFAST", int(b_nfast)), ("HAS_BIAS", int(has_bias)),
