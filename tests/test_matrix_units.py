@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import struct
 
 import numpy as np
@@ -147,15 +148,24 @@ def test_forced_mma_pipelines(device, rng, case, stages, bk, form):
 
 @pytest.mark.parametrize("case", range(len(CONVS)))
 def test_convolutions_on_matrix_units(device, rng, case):
+    """Each convolution at the static tiles and forced to 64 x 64, 128 x 128 and 64 x 128 ones: the MMA form where it
+    is large enough, in 64-deep slices where a group's input channels are whole slices of 64 (the 1x1 layer at
+    128 x 128 tiles excepted)."""
     _units_device(device)
     name, shapes, attrs = CONVS[case]
+    deep = name == "conv" and shapes[1][1] % 64 == 0 and math.prod(shapes[1][1:]) >= 256
     if device.vendor_op("conv") is None:
-        with tiles.forcing(4):
-            defines = _spec_defines(device, name, shapes, attrs)
-        assert defines is not None and defines["MMA"] == int(case in BIG_CONVS)
+        for edge in (4, 8, tiles.WIDE_TILES[0]):
+            with tiles.forcing(edge):
+                defines = _spec_defines(device, name, shapes, attrs)
+            one_tap = math.prod(shapes[1][2:]) == 1
+            assert defines is not None and defines["MMA"] == int(case in BIG_CONVS)
+            if defines["MMA"]:
+                assert defines["BK"] == (64 if deep and not (edge == 8 and one_tap) else 16 if edge != 8 else 32)
     _check(device, rng, name, shapes, attrs)
-    with tiles.forcing(4):
-        _check(device, rng, name, shapes, attrs)
+    for edge in (4, 8, tiles.WIDE_TILES[0]):
+        with tiles.forcing(edge):
+            _check(device, rng, name, shapes, attrs)
 
 
 @pytest.mark.parametrize("case", [0, 2])
