@@ -76,8 +76,10 @@ def reference64(name: str, arrays: list[np.ndarray], attrs: dict[str, Any]) -> l
     """Op ``name``'s NumPy reference on ``arrays`` with floats widened to float64 (the test oracle)."""
     from devicelayer.kernels.op import OPS, TensorType
 
+    from devicelayer.dtypes import is_float
+
     op = OPS[name]
-    wide = [a.astype(np.float64) if a.dtype.kind == "f" else a for a in arrays]
+    wide = [a.astype(np.float64) if is_float(a.dtype) else a for a in arrays]
     wattrs, _ = op.prepare([TensorType(a.shape, a.dtype) for a in wide], dict(attrs))
     return op.reference(wide, wattrs)
 

@@ -18,7 +18,7 @@ for name, params in (("random_uniform", {"low": -3.0, "high": 5.0}), ("random_no
         Case(name, inputs(rand(0, 4)), {"dtype": "float32"}, id=f"{name}-empty"),
     ]
 
-# bernoulli: probabilities in [0, 1], output dtypes (float, int, bool), float16/float64 probabilities
+# bernoulli: probabilities in [0, 1], output dtypes (float, int, bool, bfloat16), float16/float64 probabilities
 CASES += [
     Case("bernoulli", inputs(rand(1000, low=0.0, high=1.0)), {"seed": 5}, id="bernoulli-f32"),
     Case("bernoulli", inputs(rand(6, 50, low=0.0, high=1.0)), {"dtype": "int32", "seed": 9}, id="bernoulli-int32"),
@@ -28,6 +28,8 @@ CASES += [
          dtype="float16"),
     Case("bernoulli", inputs(rand(300, low=0.0, high=1.0, dtype="float64")), {"dtype": "uint8", "seed": 4},
          id="bernoulli-f64", dtype="float64"),
+    Case("bernoulli", inputs(rand(300, low=0.0, high=1.0, dtype="float16")), {"dtype": "bfloat16", "seed": 6},
+         id="bernoulli-to-bf16", dtype="bfloat16"),
 ]
 
 # multinomial: int32 and int64 results, many classes, one class, float16/float64 logits

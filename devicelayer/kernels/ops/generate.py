@@ -112,7 +112,7 @@ class Fill(_Generate):
         if any(s < 0 for s in shape):
             raise self.error(f"shape {list(shape)} has a negative dim")
         _scalar_input(self, inputs[0], "value")
-        if inputs[0].dtype.name not in self.kernel_dtypes:
+        if inputs[0].dtype.name not in self.kernel_dtypes and inputs[0].dtype.name != "bfloat16":  # (copied as bits)
             raise self.error(f"cannot fill with {inputs[0].dtype}")
         return {"shape": shape}
 
