@@ -27,8 +27,11 @@ _pool = DaemonPool(MOST_THREADS - 1, "devicelayer-copy")
 def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
     """``np.copyto(dst, src, casting="no")``; where both are C-contiguous arrays of one shape and type of
     ``PARALLEL_LEAST`` bytes or more, in pieces on up to ``MOST_THREADS`` threads (no more than the process's CPUs)."""
+    if dst.nbytes < PARALLEL_LEAST:  # (most copies: no more to ask)
+        np.copyto(dst, src, casting="no")
+        return
     threads = min(MOST_THREADS, cpus.count(), dst.nbytes // PIECE_LEAST)
-    if (dst.nbytes < PARALLEL_LEAST or threads < 2 or dst.shape != src.shape or dst.dtype != src.dtype
+    if (threads < 2 or dst.shape != src.shape or dst.dtype != src.dtype
             or not (dst.flags.c_contiguous and src.flags.c_contiguous) or np.may_share_memory(dst, src)):
         np.copyto(dst, src, casting="no")
         return

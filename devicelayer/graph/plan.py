@@ -10,8 +10,9 @@ from __future__ import annotations
 import functools
 import heapq
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -30,7 +31,7 @@ from ..transfer import copy_between
 from .ir import Graph, Node, Value
 from .run_guard import RunGuard
 from .fuse import Fusion, annotate, fuse_graph, kernel_counts, report_lines
-from . import precision
+from . import precision, replay
 from .lane import Lane, lane_inputs
 from .layout import negotiate
 from .memory import ArenaPlan, Slot, nbytes as _nbytes, plan_arena, plan_buffers
@@ -425,8 +426,6 @@ class ExecutionPlan(Profiled):
 
     def _replay(self, inputs: Mapping[str, Any], to_numpy: bool) -> dict[str, Any]:
         """A run through the recorded form of the prepared plan (one submission per same-device segment)."""
-        from . import replay
-
         feeds, in_types = self._feeds(inputs)
         prepared = self._prepare(in_types)
         if prepared.replay is None:
@@ -435,8 +434,6 @@ class ExecutionPlan(Profiled):
 
     def _replayed(self, prepared: Prepared, feeds: Mapping[int, Any], to_numpy: bool) -> dict[str, Any]:
         """A replay of ``prepared`` (recorded) on feeds of its types, by value id."""
-        from . import replay
-
         node_events: list[tuple[Node, Event]] = []
         t_start = time.perf_counter()
         results: dict[str, Any] = {}
