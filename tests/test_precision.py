@@ -99,7 +99,8 @@ def test_an_onnx_model_compiles_with_allow_tf32(rng, tmp_path):
 @pytest.mark.skipif(not any(d.info.backend == "cuda" for d in dl.devices()), reason="no CUDA device present")
 def test_cuda_runs_tf32_where_allowed_and_ieee_float32_otherwise(rng):
     """Products of random float32 matrices: with TF32 the error against float64 is TF32's (about 1e-3 relative),
-    several times IEEE float32's; without, float32's."""
+    several times IEEE float32's; without, float32's.  A convolution allowed TF32 runs the algorithm cuDNN's search
+    finds fastest, which may be a float32 one: its error is at most TF32's."""
     g = dl.Graph()
     a = g.input("a", (256, 512))
     b = g.constant(rng.standard_normal((512, 384)).astype(np.float32))
@@ -120,4 +121,5 @@ def test_cuda_runs_tf32_where_allowed_and_ieee_float32_otherwise(rng):
         errors[tf32] = {k: float(np.abs(got[k] - want[k]).max() / np.abs(want[k]).max()) for k in want}
     for k in want:
         assert errors[False][k] < 2e-6, errors
-        assert 2e-5 < errors[True][k] < 1e-2, errors
+        assert errors[True][k] < 1e-2, errors
+    assert errors[True]["mm"] > 2e-5, errors
