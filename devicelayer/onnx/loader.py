@@ -23,6 +23,7 @@ import warnings
 from .. import diskcache
 from ..errors import GraphError, InvalidArgument, UnsupportedOp
 from ..graph.ir import Graph, Value
+from . import rawdata
 from .validate import check_model
 from .walk import NeedHost, NeedValues
 
@@ -57,8 +58,6 @@ def np_dtype(elem_type: int) -> np.dtype:
 
 def read_model(source: Any) -> Any:
     """A checked ModelProto from a path, bytes or a ModelProto; GraphError when it is malformed."""
-    from . import rawdata
-
     model, raw = _read(source)
     if raw is not None:  # (parsed without its large raw_data: the message is given whole)
         for init in model.graph.initializer:
@@ -133,8 +132,6 @@ def _parse_mapped(path: Path) -> tuple[Any, dict[str, np.ndarray] | None]:
     parsed message and the bytes are copies).  The message is parsed without its large initializers' raw_data
     (``rawdata.stripped``), which the bytes then hold alone; where they cannot be read so, it is parsed whole.
     (None, None) where the file cannot be mapped (empty, special)."""
-    from . import rawdata
-
     onnx = _onnx()
     try:
         with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ...dtypes import is_float
+from ...dtypes import arithmetic, computes_as_float
 from ..dialect import KernelSpec, Param, dialect_type
 from ..op import Launch, Op, Plan, TensorType, groups_for, local_1d, register
 from .coverage import device_gap
@@ -38,7 +38,7 @@ def _flag(op: Op, attrs: dict[str, Any], name: str) -> int:
 
 
 def _float_input(op: Op, t: TensorType, what: str) -> None:
-    if not is_float(t.dtype) or t.dtype.itemsize not in (2, 4, 8):
+    if not computes_as_float(t.dtype) or t.dtype.itemsize not in (2, 4, 8):
         raise op.error(f"{what} must be float16, bfloat16, float32 or float64, got {t.dtype}")
 
 
@@ -145,7 +145,7 @@ class GridSample(Op):
 
     def reference(self, inputs, attrs):
         x, grid = inputs
-        ct = np.float32 if x.dtype.itemsize == 2 else x.dtype
+        ct = arithmetic(x.dtype)
         x, grid = x.astype(ct), grid.astype(ct)
         spatial = x.shape[2:]
         r = len(spatial)
@@ -335,7 +335,7 @@ class RoiAlign(Op):
 
     def reference(self, inputs, attrs):
         x, rois, idx = inputs
-        ct = np.dtype(np.float32 if x.dtype.itemsize == 2 else x.dtype).type
+        ct = arithmetic(x.dtype).type
         x, rois = x.astype(ct), rois.astype(ct)
         N, C, H, W = x.shape
         ph, pw = attrs["output_height"], attrs["output_width"]
@@ -532,7 +532,7 @@ class DeformConv(Op):
 
     def reference(self, inputs, attrs):
         x, w, off = inputs[:3]
-        ct = np.float32 if x.dtype.itemsize == 2 else x.dtype
+        ct = arithmetic(x.dtype)
         x, w, off = x.astype(ct), w.astype(ct), off.astype(ct)
         N, C, H, Wd = x.shape
         M, Cg, kh, kw = w.shape
@@ -682,7 +682,7 @@ class Col2Im(Op):
         nd = len(image)
         blocks = self._blocks(attrs)
         N, C = x.shape[0], x.shape[1] // math.prod(block)
-        ct = np.float32 if x.dtype.itemsize == 2 else x.dtype
+        ct = arithmetic(x.dtype)
         cols = x.astype(ct).reshape(N, C, math.prod(block), *blocks)
         full = np.zeros((N, C) + tuple(n + p[i] + p[nd + i] for i, n in enumerate(image)), ct)
         for j, kpos in enumerate(np.ndindex(*block)):

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ...dtypes import dtype as as_dtype, is_float
+from ...dtypes import arithmetic, computes_as_float, dtype as as_dtype
 from ...info import DeviceInfo
 from ..dialect import KernelSpec, Param, dialect_type
 from ..op import Launch, Op, Plan, TensorType, float_attr, groups_for, kernel_takes, local_1d, register
@@ -118,8 +118,8 @@ def dtype_attr(op: Op, attrs: dict[str, Any], default: Any, kinds: str, what: st
         dtype = as_dtype(value)
     except TypeError:
         raise op.error(f"attribute 'dtype' is not a dtype: {value!r}") from None
-    bfloat16 = dtype.name == "bfloat16" and "f" in kinds
-    if (dtype.kind not in kinds and not bfloat16) or dtype.itemsize > 8 or dtype.name == "longdouble":
+    if (dtype.kind not in kinds and not ("f" in kinds and computes_as_float(dtype)) or dtype.itemsize > 8
+            or dtype.name == "longdouble"):
         raise op.error(f"attribute 'dtype' must be {what}, got {dtype}")
     return dtype
 
@@ -306,7 +306,7 @@ class Bernoulli(_Generator):
     def check(self, inputs, attrs):
         refuse_unknown(self, attrs, ["dtype", "seed"])
         p = inputs[0]
-        if not is_float(p.dtype):
+        if not computes_as_float(p.dtype):
             raise self.error(f"needs floating-point probabilities, got {p.dtype}")
         return {"dtype": dtype_attr(self, attrs, p.dtype, "biuf", "a number or bool type"),
                 "seed": seed_attr(self, attrs)}
@@ -347,7 +347,7 @@ class Multinomial(_Generator):
     def check(self, inputs, attrs):
         refuse_unknown(self, attrs, ["dtype", "sample_size", "seed"])
         x = inputs[0]
-        if not is_float(x.dtype):
+        if not computes_as_float(x.dtype):
             raise self.error(f"needs floating-point log-probabilities, got {x.dtype}")
         if len(x.shape) != 2 or x.shape[1] < 1:
             raise self.error(f"needs logits of shape (batch, classes) with classes >= 1, got {x.shape}")
@@ -367,7 +367,7 @@ class Multinomial(_Generator):
 
     def reference(self, inputs, attrs):
         x = inputs[0]
-        wide = x.astype(np.float32) if x.dtype.itemsize == 2 else x
+        wide = x.astype(arithmetic(x.dtype), copy=False)
         batch, classes = x.shape
         size = attrs["sample_size"]
         x0, x1 = threefry(attrs["seed"], np.arange(batch * size, dtype=np.uint32))
