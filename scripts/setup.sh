@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Set up devicelayer on a fresh Debian machine: the drivers CI uses (PoCL for
-# OpenCL, Mesa's lavapipe for Vulkan), the shader compiler, a virtual
-# environment in .venv and the package with its extras. Safe to run again.
+# OpenCL, Mesa's lavapipe for Vulkan), the shader compiler, a C compiler (for
+# the host runner), a virtual environment in .venv and the package with its
+# extras. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(pocl-opencl-icd ocl-icd-libopencl1 mesa-vulkan-drivers libvulkan1 glslc libshaderc1
-          vulkan-validationlayers clinfo vulkan-tools python3-venv libgomp1)
+          vulkan-validationlayers clinfo vulkan-tools python3-venv libgomp1 gcc libc6-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -25,9 +25,11 @@ ORDER = ("B", "sequence_lens", "initial_h", "initial_c", "P")
 @pytest.fixture
 def runs(monkeypatch):
     """Counts of oneDNN layer runs (per call, or of a call bound once: ``Layer.bind``) and weight relayouts in
-    this test."""
+    this test, with the host runner off (its batches run the layers without Python, and its two-direction form
+    is two layers: ``test_host_runner`` covers both)."""
     from devicelayer.backends.host import rnn_layer
 
+    monkeypatch.setenv("DEVICELAYER_HOST_RUNNER", "0")
     count = {"run": 0, "prepare": 0}
     for name in count:
         orig = getattr(rnn_layer.RnnLayer, name)

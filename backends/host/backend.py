@@ -27,7 +27,7 @@ from devicelayer.memory import Buffer, MemoryPool
 from devicelayer.registry import Backend
 from devicelayer.signature import Arg, Signature, parse_arg
 
-from . import dnnl as host_dnnl, omp as host_omp
+from . import dnnl as host_dnnl, omp as host_omp, runner as host_runner
 from .blas import blas_extras
 from .stretch import Stretch, quietly, uses_team
 
@@ -357,7 +357,9 @@ class HostDevice(Device):
                 bound.append((item.label, call, True, uses_team(call, True)))
             else:
                 raise LaunchError(f"{self.id}: {item.label} has no host form")
-        return Stretch(bound, host_omp.section(host_dnnl.library()))
+        lib = host_dnnl.library()
+        marked = any(host_runner.native(call) is not None for _, call, _, _ in bound)
+        return Stretch(bound, host_omp.section(lib), host_runner.library(lib) if marked else None)
 
     def _replay_recording(self, native: Stretch, waits: list[Event]) -> Event:
         if native.deciding and self._idle():  # (a form is changed between runs only)
@@ -424,12 +426,19 @@ class HostDevice(Device):
 
 
 def _onednn_extras() -> dict[str, Any]:
-    """``conv``: what runs float32 convolutions (oneDNN where installed); ``onednn_threads``: its OpenMP team."""
+    """``conv``: what runs float32 convolutions (oneDNN where installed); ``onednn_threads``: its OpenMP team;
+    ``host_runner``: whether a plan's oneDNN calls run in batches through the host runner (and why not)."""
     v = host_dnnl.version()
     used = "float32 conv, pools, batch normalization, channel shuffle, concat, gemm, matmul; NumPy for the rest"
-    threads = host_omp.describe(host_dnnl.library())
-    return {"conv": f"oneDNN {v} ({used})" if v else "NumPy (im2col + BLAS)",
-            **({"onednn_threads": threads} if threads else {})}
+    lib = host_dnnl.library()
+    threads = host_omp.describe(lib)
+    extras = {"conv": f"oneDNN {v} ({used})" if v else "NumPy (im2col + BLAS)",
+              **({"onednn_threads": threads} if threads else {})}
+    if lib is not None:
+        runner = host_runner.library(lib)
+        extras["host_runner"] = (f"oneDNN calls in native batches (built by {host_runner.compiler()})"
+                                 if runner is not None else f"off: {host_runner.unavailable()}")
+    return extras
 
 
 class HostBackend(Backend):

@@ -27,7 +27,7 @@ import numpy as np
 from devicelayer import lifecycle
 from devicelayer.hostmemory import block
 
-from . import omp as host_omp, omp_copy
+from . import omp as host_omp, omp_copy, runner as host_runner
 
 # enum values of oneDNN 3.x (dnnl_types.h)
 _F32 = 3
@@ -462,6 +462,9 @@ class Layer:
             mine = (_ExecArg * n)(*[_ExecArg(a.arg, swap.get(a.memory, a.memory)) for a in args])
             calls.append((prim, mine, n, what))
         lock = self.lock
+        # what the host runner executes for it (every step a primitive, done when its execute returns)
+        entries = [(prim.value, stream.value, ctypes.addressof(mine), n, host_runner.EXECUTE)
+                   for prim, mine, n, _ in calls if mine is not None] if synchronous else []
         if len(calls) == 1 and calls[0][1] is not None and synchronous:
             prim, mine, n, what = calls[0]
 
@@ -470,7 +473,7 @@ class Layer:
                     status = execute(prim, stream, n, mine)
                 if status:
                     check(lib, status, what)
-            return one
+            return host_runner.mark(one, entries, [lock])
 
         def steps(own: _Bound = own) -> None:
             with lock:
@@ -481,7 +484,7 @@ class Layer:
                         check(lib, execute(prim, stream, n, mine), what)
                 if not synchronous:
                     check(lib, lib.dnnl_stream_wait(stream), "dnnl_stream_wait")
-        return steps
+        return host_runner.mark(steps, entries, [lock]) if len(entries) == len(calls) and entries else steps
 
     def _execute(self, prim: Any, args: tuple[int, Any], what: str) -> None:
         check(self.lib, self.lib.dnnl_primitive_execute(prim, self.eng.stream, args[0], args[1]), what)

@@ -118,6 +118,10 @@ def alone(lib: ctypes.CDLL | None, fn: Callable[[], Any]) -> Callable[[], Any]:
         finally:
             leave(size)
     call.alone_of = fn  # type: ignore[attr-defined]  # (a run of such calls sets the size once: ``section``)
+    from .runner import as_alone, native  # (the runner's form of the same call: each entry alone)
+    found = as_alone(native(fn))
+    if found is not None:
+        call.native = found  # type: ignore[attr-defined]
     return call
 
 

@@ -15,9 +15,9 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from . import dnnl as host_dnnl, omp as host_omp
+from . import dnnl as host_dnnl, omp as host_omp, runner as host_runner
 from .backend import HostVendor
-from .rnn_layer import CELLS, Geometry, RnnLayer, Weights
+from .rnn_layer import CELLS, Geometry, RnnLanes, RnnLayer, Weights
 from .stretch import team_call
 
 #: layers of fewer floating-point operations a time step run on the calling thread alone: the team meets at
@@ -51,15 +51,19 @@ class OnednnRecurrent(HostVendor):
         super().__init__(dev, name, f"oneDNN {host_dnnl.version()}")
         self._weights, self._lens_full = weights, lens_full
 
-    def route(self, ins: Any, outs: Any, attrs: dict) -> RnnLayer | None:
-        """The layer running these calls (built once per geometry), None where NumPy runs them."""
+    def route(self, ins: Any, outs: Any, attrs: dict) -> RnnLayer | RnnLanes | None:
+        """The layer running these calls (built once per geometry), None where NumPy runs them: a small
+        bidirectional layer as its two directions (``RnnLanes``) where the host runner runs them at once."""
         g = geometry(self.name, ins, outs, attrs)
         if g is None:
             return None
-        key = (self.name, g, ())
+        lib = host_dnnl.library()
+        lanes = g.dirs == 2 and self.small(g) and host_omp.team_size(lib) > 1 and host_runner.runs_lanes(lib)
+        key = (self.name, g, ("lanes",) if lanes else ())
         found = self.dev.onednn_layers.get(key)
         if found is None:
-            build = lambda: RnnLayer(g)  # noqa: E731  (built alone where it runs alone: it keeps to one thread)
+            # (built alone where it runs alone: it keeps to one thread)
+            build = (lambda: RnnLanes(g)) if lanes else (lambda: RnnLayer(g))  # noqa: E731
             try:
                 found = {"layer": (host_omp.alone(host_dnnl.library(), build) if self.small(g) else build)()}
             except host_dnnl.DnnlError as exc:
@@ -111,11 +115,15 @@ class OnednnRecurrent(HostVendor):
         layer = self.route(ins, outs, attrs)
         if layer is None or any(np.may_share_memory(r, v) for r in results for v in values):
             return numpy
+        lib = host_dnnl.library()
         call = self._call(layer, values, results, numpy)
+        if isinstance(layer, RnnLanes) and host_runner.native(call) is not None:
+            # the directions at once: on the worker's team, or alone on the calling thread and a runner helper
+            return team_call(call, True, lambda: host_omp.alone(lib, call))
         small = self.small(layer.g)
-        return team_call(host_omp.alone(host_dnnl.library(), call) if small else call, not small)
+        return team_call(host_omp.alone(lib, call) if small else call, not small)
 
-    def _call(self, layer: RnnLayer, values: list[np.ndarray], results: list[np.ndarray],
+    def _call(self, layer: RnnLayer | RnnLanes, values: list[np.ndarray], results: list[np.ndarray],
               numpy: Callable[[], None]) -> Callable[[], None]:
         g = layer.g
         x, y, hn = values[0].ctypes.data, results[0].ctypes.data, results[1].ctypes.data

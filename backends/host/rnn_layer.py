@@ -11,11 +11,13 @@ linear-before-reset GRU keeps h's recurrent bias apart as a fourth gate), and LS
 from __future__ import annotations
 
 import ctypes
-from typing import NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from .dnnl import ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS, FORWARD_INFERENCE, Layer, Step, aligned, check, dense
+from . import runner as host_runner
+from .dnnl import (ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS, FORWARD_INFERENCE, DnnlError, Layer, Step, aligned, check,
+                   dense)
 
 _ANY = 1  # dnnl_format_tag_any
 _QUERY_EXEC_ARG_MD = 255
@@ -82,19 +84,26 @@ def onednn_weights(g: Geometry, w: np.ndarray, r: np.ndarray, b: np.ndarray | No
 class RnnLayer(Layer):
     """One oneDNN recurrent layer of a ``Geometry``: X, the initial states, Y and the final states read and
     written where ONNX keeps them (Y through a scratch array and a reorder where ONNX's (T, D, N, H) is not
-    oneDNN's (T, N, D*H): two directions and a batch above one)."""
+    oneDNN's (T, N, D*H): two directions and a batch above one).  ``lane`` 0 or 1: only that direction of a
+    bidirectional geometry (left to right, right to left), reading and writing its part of the same tensors."""
 
-    def __init__(self, g: Geometry) -> None:
+    def __init__(self, g: Geometry, lane: int | None = None) -> None:
         super().__init__()
-        self.g = g
-        t, n, i, h, d = g.steps, g.batch, g.inputs, g.hidden, g.dirs
+        self.g, self.lane = g, lane
+        t, n, i, h, d_all = g.steps, g.batch, g.inputs, g.hidden, g.dirs
+        d = d_all if lane is None else 1
         gates, _, bias_gates = CELLS[g.cell]
         lstm = g.cell == "lstm"
         x_strides = (i, t * i, 1) if g.batch_first else (n * i, i, 1)
         # states (1, D, N, H): ONNX's (D, N, H), or (N, D, H) batch first
-        s_strides = (d * n * h, h, d * h, 1) if g.batch_first else dense((1, d, n, h))
+        s_strides = (d_all * n * h, h, d_all * h, 1) if g.batch_first else dense((1, d_all, n, h))
         self.y_direct = g.batch_first or d == 1 or n == 1
-        y_strides = (d * h, t * d * h, 1) if g.batch_first else dense((t, n, d * h))
+        if g.batch_first:
+            y_strides = (d_all * h, t * d_all * h, 1)
+        else:  # ONNX's (T, D, N, H): a lane's (T, N, H) within it
+            y_strides = dense((t, n, d * h)) if lane is None else (d_all * n * h, h, 1)
+        #: bytes from the start of Y and of the states to this lane's part
+        self.y_at = self.s_at = 0 if lane is None else lane * 4 * (h if g.batch_first else n * h)
         md_x = self._strided_md((t, n, i), x_strides)
         md_s = self._strided_md((1, d, n, h), s_strides)
         md_y = self._strided_md((t, n, d * h), y_strides)
@@ -102,7 +111,8 @@ class RnnLayer(Layer):
         md_any = [self._md(s, _ANY) for s in ((1, d, i, gates, h), (1, d, h, gates, h))]
         md_b = self._strided_md((1, d, bias_gates, h), dense((1, d, bias_gates, h)))
         md_p = self._strided_md((1, d, 3, h), dense((1, d, 3, h))) if g.peephole else None
-        direction = _CONCAT if d == 2 else _RIGHT2LEFT if g.reverse else _LEFT2RIGHT
+        direction = (_CONCAT if d == 2 else _RIGHT2LEFT if g.reverse else _LEFT2RIGHT) if lane is None else \
+            (_LEFT2RIGHT, _RIGHT2LEFT)[lane]
         h0 = md_s if g.initial_h else None
         pd = ctypes.c_void_p()
         create = _CREATE[g.cell]
@@ -130,7 +140,7 @@ class RnnLayer(Layer):
         self.m_h0 = self._memory(md_s) if g.initial_h else None
         self.m_c0 = self._memory(md_s) if lstm and g.initial_h else None
         if self.m_c0 is not None and not g.initial_c:
-            self.m_c0.point(self._zeros(d * n * h))
+            self.m_c0.point(self._zeros(d_all * n * h))
         self.m_hn = self._memory(md_s)
         self.m_cn = self._memory(md_s) if lstm else None
         args = [(ARG_SRC, self.m_x), (ARG_WEIGHTS, self.m_chosen[0]), (ARG_WEIGHTS_ITER, self.m_chosen[1]),
@@ -154,7 +164,12 @@ class RnnLayer(Layer):
     def prepare(self, w: np.ndarray, r: np.ndarray, b: np.ndarray | None, p: np.ndarray | None) -> Weights:
         """ONNX's W, R, B (None: zeros) and P (LSTM peepholes, or None) in the layout the primitive reads, as new
         arrays."""
-        wl, wi, bias, peep = onednn_weights(self.g, w, r, b, p)
+        g = self.g
+        if self.lane is not None:  # (this direction's weights, as a one-direction layer's)
+            at = slice(self.lane, self.lane + 1)
+            w, r, b, p = (None if a is None else a[at] for a in (w, r, b, p))
+            g = g._replace(dirs=1, reverse=self.lane == 1)
+        wl, wi, bias, peep = onednn_weights(g, w, r, b, p)
         out = []
         with self.lock:
             for plain, reorder, m_plain, m_chosen, nbytes in zip((wl, wi), self.reorders, self.m_plain,
@@ -173,6 +188,8 @@ class RnnLayer(Layer):
     def _steps(self, x: int, h0: int, c0: int, weights: Weights, y: int, hn: int, cn: int) -> list[Step]:
         """Y, Y_h (and Y_c) at these addresses from X, the initial states (0 where not built for) and ``weights``
         (Y: (T, D, N, H), or (N, T, D, H) batch first); ``run`` and ``bind`` take these operands."""
+        y, hn, cn, h0, c0 = (ptr + (self.y_at if k == 0 else self.s_at) if ptr else 0
+                             for k, ptr in enumerate((y, hn, cn, h0, c0)))
         at = {self.m_x: x, self.m_hn: hn, self.m_b: weights.bias.ctypes.data,
               self.m_chosen[0]: weights.layer.ctypes.data, self.m_chosen[1]: weights.iter.ctypes.data}
         for m, ptr in ((self.m_h0, h0), (self.m_c0, c0), (self.m_cn, cn)):
@@ -185,3 +202,41 @@ class RnnLayer(Layer):
         if self.y_reorder is not None:
             steps.append((self.y_reorder, {self.m_y_from: out, self.m_y_to: y}, "output reorder"))
         return steps
+
+
+class RnnLanes:
+    """A bidirectional ``Geometry`` as its two directions (``RnnLayer(g, lane)``), run at once on two threads of
+    the calling thread's OpenMP team by the host runner (``LANES``), each direction alone on its thread.  A small
+    layer's directions otherwise run one after the other on one thread (oneDNN's bidirectional primitive, or its
+    team meeting at every step, which costs more than it saves there)."""
+
+    def __init__(self, g: Geometry) -> None:
+        self.g = g
+        self.lanes = (RnnLayer(g, 0), RnnLayer(g, 1))
+        self.implementation = self.lanes[0].implementation
+
+    def prepare(self, w: np.ndarray, r: np.ndarray, b: np.ndarray | None,
+                p: np.ndarray | None) -> tuple[Weights, Weights]:
+        """Each direction's weights (``RnnLayer.prepare``)."""
+        return tuple(lane.prepare(w, r, b, p) for lane in self.lanes)  # type: ignore[return-value]
+
+    def run(self, x: int, h0: int, c0: int, weights: tuple[Weights, Weights], y: int, hn: int, cn: int) -> None:
+        """Both directions on the calling thread, one after the other (``RnnLayer.run``'s operands)."""
+        for lane, own in zip(self.lanes, weights):
+            lane.run(x, h0, c0, own, y, hn, cn)
+
+    def bind(self, x: int, h0: int, c0: int, weights: tuple[Weights, Weights], y: int, hn: int, cn: int,
+             keep: Any = None) -> Callable[[], None]:
+        """Both directions on fixed operands as one call: at once in the host runner (``LANES``), one after the
+        other from Python."""
+        calls = [lane.bind(x, h0, c0, own, y, hn, cn, keep=keep) for lane, own in zip(self.lanes, weights)]
+        found = [host_runner.native(call) for call in calls]
+        if any(f is None or len(f.entries) != 1 for f in found):
+            raise DnnlError("a direction of a bidirectional layer is not one primitive call")
+
+        def apart() -> None:
+            for call in calls:
+                call()
+        entries = [f.entries[0] for f in found]
+        head = [(0, 0, 0, len(entries), host_runner.LANES)]
+        return host_runner.mark(apart, head + entries, [lock for f in found for lock in f.locks], keep=calls)

@@ -16,11 +16,12 @@ from typing import Any, Callable
 
 from .backend import HostVendor
 from .dnnl_layers import SoftmaxLayer
-from . import dnnl as host_dnnl
+from . import dnnl as host_dnnl, runner as host_runner
 from .eltwise import apart_or_layer, cached_layer
 
 #: tensors with fewer elements run NumPy (a bound oneDNN call took 2.8-5.1 us on the VM from 16 to 1024 elements,
-#: NumPy's passes 12-14 us)
+#: NumPy's passes 12-14 us), except where the host runner runs the layer in a batch (``runner.available``): a
+#: classifier's two-class softmax took 5.3 us through NumPy
 MIN_ELEMENTS = 16
 
 
@@ -37,7 +38,7 @@ class OnednnSoftmax(HostVendor):
     def route(self, ins: Any, attrs: dict) -> SoftmaxLayer | None:
         """The layer running these inputs (built once per view), None where NumPy runs them."""
         x = ins[0]
-        if x.dtype not in host_dnnl.DTYPES or x.size < MIN_ELEMENTS:
+        if x.dtype not in host_dnnl.DTYPES or x.size == 0 or (x.size < MIN_ELEMENTS and not host_runner.available()):
             return None
         view = rows(x.shape, attrs["axis"])
         if len(view) == 3:  # (rows strided along the axis: oneDNN's kernel for them took 10-40x NumPy's time)

@@ -8,6 +8,9 @@ floating-point errors (the op library's) run under one ``np.errstate`` for the
 whole stretch instead of one per call; in a stretch that wakes no team, the
 calls made to run alone (``omp.alone``) run as they are inside one section of
 team size one (``omp.section``) instead of each setting and restoring the size.
+Each run of consecutive calls that say what oneDNN primitives
+they execute (``runner.mark``) runs as one ``runner.Batch``: one native call
+instead of one Python call per layer, where the host runner is built.
 A stretch remembers how long it last
 ran: a short one may run on the thread that submits it (``HostDevice.run``)
 where no call wakes oneDNN's OpenMP team.
@@ -33,12 +36,21 @@ import numpy as np
 
 from devicelayer.errors import LaunchError
 
+from . import runner as host_runner
+
 #: a stretch that last ran in less than this may run on the submitting thread (when the device is idle)
 INLINE_SECONDS = 0.005
 #: a stretch waking the team whose fastest of ``TEAM_RUNS`` runs took less than this is tried alone
 TRY_ALONE_SECONDS = 0.002
 TEAM_RUNS = 3
 ALONE_RUNS = 3
+#: the alone form's trial lasts at least this long: the team's threads spin for a while after their last call,
+#: and a helper of the host runner sharing a CPU with one of them makes the first alone runs slow
+TRIAL_SECONDS = 0.02
+#: how long the runner's helpers spin for their call once a run needing them starts: twice the run's shortest
+#: duration, within these bounds (a helper asleep takes tens of microseconds to wake on a VM: back-to-back runs
+#: find it still spinning)
+ARM_LEAST, ARM_SECONDS = 0.0002, 0.001
 
 
 def team_call(fn: Callable[[], object], team: bool,
@@ -74,17 +86,24 @@ class Stretch:
     first)."""
 
     __slots__ = ("labels", "items", "calls", "quiet", "team", "seconds", "runs", "_items", "_team_form",
-                 "_section", "_alone")
+                 "_section", "_alone", "_runner", "_call_labels", "_helped", "_trial_start")
 
     def __init__(self, items: list[tuple[str, Callable[[], object], bool, bool]],
-                 section: tuple[Callable[[], int], Callable[[int], None]] | None = None) -> None:
+                 section: tuple[Callable[[], int], Callable[[int], None]] | None = None,
+                 runner: object | None = None) -> None:
         """``items``: (label, call, whether it ignores floating-point errors, whether it wakes an OpenMP team);
         ``section``: ``omp.section``, with which a stretch waking no team runs its calls made to run alone
-        (``omp.alone``) as they are, the team size set to one once for the whole run."""
+        (``omp.alone``) as they are, the team size set to one once for the whole run; ``runner``: the host
+        runner (``runner.library``), which runs consecutive marked calls as one ``Batch`` (None: each call from
+        Python)."""
         self.quiet = all(q for _, _, q, _ in items)
         self.labels = [label for label, _, _, _ in items]
         self.items = items  # as built (``calls`` is the form that runs)
         self._section = section
+        self._runner = runner
+        self._call_labels: list[str] = []  # the label of each of ``calls`` ("" for a batch: it names its own)
+        self._helped = False  # whether a batch runs a call with the runner's helpers (armed as the run starts)
+        self._trial_start = 0.0  # when the alone form's trial began
         self._alone = False  # whether the run is one section of alone calls
         self.calls = self._calls(items)
         #: a call wakes oneDNN's team: the stretch stays on the worker, whose team it is (a second team, of
@@ -94,13 +113,41 @@ class Stretch:
         self.runs = 0  # runs since the form last changed
         #: the items while the alone form may still be tried (None once decided); the team form during the trial
         self._items: list[tuple[str, Callable[[], object], bool, bool]] | None = items if self.team else None
-        self._team_form: tuple[list[Callable[[], object]], float] | None = None  # (calls, seconds)
+        self._team_form: tuple[list[Callable[[], object]], float, list[str]] | None = None  # (calls, seconds,
+        # their labels)
 
     def _calls(self, items: list[tuple[str, Callable[[], object], bool, bool]]) -> list[Callable[[], object]]:
         self._alone = self._section is not None and not any(team for _, _, _, team in items)
         fns = [getattr(fn, "alone_of", fn) if self._alone else fn for _, fn, _, _ in items]
-        # in a stretch that is not quiet throughout, each quiet call sets the error state for itself
-        return [fn if self.quiet or not q else quietly(fn) for fn, (_, _, q, _) in zip(fns, items)]
+        calls: list[Callable[[], object]] = []
+        labels: list[str] = []
+        batch: list[tuple[str, Callable[[], object]]] = []
+
+        def close() -> None:
+            if batch:
+                lone = len(batch) == 1 and self._fallback(batch)
+                calls.append(batch[0][1] if lone else host_runner.Batch(self._runner, batch, helped=self._alone))
+                labels.append(batch[0][0] if lone else "")  # (a batch's error names its failing call)
+                batch.clear()
+        for fn, (label, _, q, _) in zip(fns, items):
+            if self._runner is not None and host_runner.native(fn) is not None:
+                batch.append((label, fn))
+                continue
+            close()
+            # in a stretch that is not quiet throughout, each quiet call sets the error state for itself
+            calls.append(fn if self.quiet or not q else quietly(fn))
+            labels.append(label)
+        close()
+        self._call_labels = labels
+        self._helped = any(getattr(fn, "helps", False) for fn in calls)
+        return calls
+
+    @staticmethod
+    def _fallback(batch: list[tuple[str, Callable[[], object]]]) -> bool:
+        """Whether a lone marked call runs as well from Python: one plain execute (a batch of one only adds its
+        table); an alone call, LANES and several entries run faster, or only, through the runner."""
+        entries = host_runner.native(batch[0][1]).entries
+        return len(entries) == 1 and entries[0][4] == host_runner.EXECUTE
 
     @property
     def deciding(self) -> bool:
@@ -112,6 +159,8 @@ class Stretch:
         form (see the module's docstring); ``round_trip()``: the device's seconds to reach its worker and back."""
         items = self._items
         if items is None or self.runs < (TEAM_RUNS if self._team_form is None else ALONE_RUNS):
+            return
+        if self._team_form is not None and time.perf_counter() - self._trial_start < TRIAL_SECONDS:
             return
         if self._team_form is None:  # the team form has run: try alone, where it is short and can be
             if self.seconds is None or self.seconds >= TRY_ALONE_SECONDS:
@@ -129,13 +178,16 @@ class Stretch:
                     self._items = None
                     return
                 alone.append((label, made, quiet, False))
-            self._team_form = (self.calls, self.seconds)
+            self._team_form = (self.calls, self.seconds, self._call_labels)
+            self._trial_start = time.perf_counter()
             self.calls, self.team, self.seconds, self.runs = self._calls(alone), False, None, 0
             return
-        team_calls, team_seconds = self._team_form
+        team_calls, team_seconds, team_labels = self._team_form
         self._items = self._team_form = None
         if self.seconds is None or self.seconds > team_seconds + round_trip():
             self.calls, self.team, self.seconds, self.runs = team_calls, True, team_seconds, 0
+            self._call_labels = team_labels
+            self._helped = any(getattr(fn, "helps", False) for fn in team_calls)
             self._alone = False
 
     def __len__(self) -> int:
@@ -164,12 +216,15 @@ class Stretch:
     def _run(self) -> None:
         i = 0
         calls, section = self.calls, self._section if self._alone else None
+        if self._helped:  # (the helpers spin from now, ready when their call comes, and for the next run's)
+            self._runner.runner_arm(int(min(max(2 * (self.seconds or ARM_SECONDS), ARM_LEAST), ARM_SECONDS) * 1e9))
         size = section[0]() if section is not None else 0
         try:
             for i, fn in enumerate(calls):
                 fn()
         except BaseException as exc:
-            raise LaunchError(f"{self.labels[i]}: {type(exc).__name__}: {exc}") from exc
+            label = self._call_labels[i]
+            raise LaunchError(f"{label}: {type(exc).__name__}: {exc}" if label else str(exc)) from exc
         finally:
             if section is not None:
                 section[1](size)
