@@ -155,6 +155,7 @@ def _versions() -> dict[str, Any]:
             "onednn": dnnl.version(),
             "python": platform.python_version(), "cpu": host.name,
             "host_conv": host.extras.get("conv"), "onednn_threads": host.extras.get("onednn_threads"),
+            "host_runner": host.extras.get("host_runner"),
             "blas": {k: v for k, v in host.extras.items() if k.startswith("blas")}}
 
 
