@@ -114,6 +114,7 @@ static pthread_mutex_t helper_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t helper_wake = PTHREAD_COND_INITIALIZER;
 static atomic_llong spin_until; /* ns (CLOCK_MONOTONIC) until which an idle helper spins rather than sleeps */
 static atomic_uint generation;  /* bumped by every wake-up: a sleeping helper rechecks */
+static pthread_mutex_t helping = PTHREAD_MUTEX_INITIALIZER; /* one HELPED call at a time uses the helpers */
 static atomic_int caller_cpu = -1; /* the CPU of the thread the helpers help, as it last armed or posted */
 
 static long long now_ns(void) {
@@ -189,7 +190,13 @@ static void *helper_main(void *arg) {
     return 0;
 }
 
-static void forget_helpers(void) { started = 0; } /* a forked child has none of its parent's threads */
+/* A forked child has none of its parent's threads, and may have copied their locks held: it starts afresh. */
+static void forget_helpers(void) {
+    started = 0;
+    pthread_mutex_init(&helper_lock, 0);
+    pthread_cond_init(&helper_wake, 0);
+    pthread_mutex_init(&helping, 0);
+}
 
 /* Have `count` helpers running; how many there are (fewer where a thread cannot be started). */
 static int have_helpers(int count) {
@@ -225,8 +232,6 @@ void runner_arm(long long ns) {
     atomic_store(&spin_until, now_ns() + ns);
     wake_helpers();
 }
-
-static pthread_mutex_t helping = PTHREAD_MUTEX_INITIALIZER; /* one HELPED call at a time uses the helpers */
 
 static int run_helped(const runner_call *calls, int count, int *failed, int at) {
     int status = 0, first = -1;

@@ -8,12 +8,14 @@ floating-point errors (the op library's) run under one ``np.errstate`` for the
 whole stretch instead of one per call; in a stretch that wakes no team, the
 calls made to run alone (``omp.alone``) run as they are inside one section of
 team size one (``omp.section``) instead of each setting and restoring the size.
-Each run of consecutive calls that say what oneDNN primitives
-they execute (``runner.mark``) runs as one ``runner.Batch``: one native call
-instead of one Python call per layer, where the host runner is built.
-A stretch remembers how long it last
-ran: a short one may run on the thread that submits it (``HostDevice.run``)
-where no call wakes oneDNN's OpenMP team.
+Each run of consecutive calls that say what oneDNN primitives they execute
+(``runner.mark``) runs as one ``runner.Batch``: one native call instead of one
+Python call per layer, where the host runner is built.  A call running several
+primitives at once (``LANES``: a small bidirectional LSTM's directions) uses the
+worker's team in the team form and the runner's helper threads in the alone
+form, armed as each run starts.  A stretch remembers how long it last ran: a
+short one may run on the thread that submits it (``HostDevice.run``) where no
+call wakes oneDNN's OpenMP team.
 
 A short stretch that does wake the team (a model of a few small layers, one of
 them over the size that calls for the team) pays two thread switches a run to
@@ -21,7 +23,8 @@ reach the worker, and the team's wake-up: on the 2-core VM more than its
 layers' work.  Where every team call can also be built to run alone
 (``team_call``'s ``by_itself``), such a stretch tries that: after
 ``TEAM_RUNS`` runs on the team taking less than ``TRY_ALONE_SECONDS``, it runs
-``ALONE_RUNS`` times alone, and keeps the alone form (which then runs on the
+alone ``ALONE_RUNS`` times and for ``TRIAL_SECONDS`` at least (the team's
+threads spin for a while after their last call), and keeps the alone form (which then runs on the
 submitting thread) where its fastest run beats the team's fastest plus the
 device's measured round trip to the worker; else it goes back to the team for
 good.
