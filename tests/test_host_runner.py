@@ -323,7 +323,7 @@ def test_a_failing_call_names_itself_and_the_runner_stays_usable(rng):
     for helped in (False, True):
         with pytest.raises(RuntimeError, match=r"the bad call: oneDNN status \d+"):
             host_runner.Batch(runner, [("the good call", good), ("the bad call", bad)], helped=helped)()
-        assert not layer.lock.locked() and not any(l.locked() for l in host_runner.native(good)[1])
+        assert not layer.lock.locked() and not any(lock.locked() for lock in host_runner.native(good).locks)
     for o in outs:
         o.fill(np.nan)
     host_runner.Batch(runner, [("the good call", good)], helped=True)()
@@ -407,3 +407,21 @@ def test_a_forked_child_gets_helpers_of_its_own(rng):
     p.join(60)
     assert p.exitcode == 0
     _check(got, want)
+
+
+@pytest.mark.parametrize("locked", [True, False])
+def test_a_locked_batch_waits_for_its_layers_and_a_stretch_s_does_not_lock(locked, rng):
+    """A batch run by itself holds its layers' locks (another run of the same layers, outside the host device's
+    one-task-at-a-time order, waits); a stretch's batch runs unlocked, inside that order."""
+    runner = _runner()
+    lanes, arrays, operands, outs = _lanes_and_operands(rng, "gru", 5, 2, 3, 4, 0, ())
+    batch = host_runner.Batch(runner, [("gru", lanes.bind(*operands, keep=(arrays, operands)))], locked=locked)
+    lock = lanes.lanes[0].lock
+    done = threading.Event()
+    with lock:
+        worker = threading.Thread(target=lambda: (batch(), done.set()))
+        worker.start()
+        assert done.wait(0.2) is (not locked)
+    worker.join(30)
+    assert done.is_set()
+    _check(outs, _reference("gru", arrays, 0))

@@ -199,12 +199,15 @@ def guard(fn: Callable[[], object], call: Callable[[], object], x: Any, infinity
 class Batch:
     """Calls noted by ``mark`` run in order as one runner call; a failure raises RuntimeError naming the call's
     label.  ``helped``: LANES calls run as HELPED (by the runner's helpers, for a thread whose OpenMP team is
-    not awake: a stretch whose calls all run alone); ``helps`` says whether the batch has such a call."""
+    not awake: a stretch whose calls all run alone); ``helps`` says whether the batch has such a call.
+    ``locked``: each run holds the locks of the layers whose scratch memory its calls use (a stretch's batch runs
+    without: its host device runs one task at a time, and every run of a device's layers is such a task; the
+    locks cost 1.2 us a run for 18 layers on the VM)."""
 
     __slots__ = ("labels", "fns", "helps", "_table", "_owner", "_starts", "_locks", "_failed", "_run", "_n")
 
     def __init__(self, runner: ctypes.CDLL, items: Sequence[tuple[str, Callable[[], object]]],
-                 helped: bool = False) -> None:
+                 helped: bool = False, locked: bool = True) -> None:
         entries: list[Entry] = []
         self._owner: list[int] = []  # the call of each entry
         self._starts: list[int] = []  # each call's first entry
@@ -224,7 +227,8 @@ class Batch:
             entries = [(p, s, a, n, HELPED if k == LANES else k) for p, s, a, n, k in entries]
         self.helps = any(e[4] == HELPED for e in entries)
         self._table = (RunnerCall * len(entries))(*[RunnerCall(*e) for e in entries])
-        self._locks = [locks[k] for k in sorted(locks)]  # (one order for every batch: no two wait on each other)
+        # (one order for every batch: no two wait on each other)
+        self._locks = [locks[k] for k in sorted(locks)] if locked else []
         self._failed = ctypes.c_int(-1)
         self._run = runner.runner_run
         self._n = len(entries)

@@ -129,7 +129,9 @@ class Stretch:
         def close() -> None:
             if batch:
                 lone = len(batch) == 1 and self._fallback(batch)
-                calls.append(batch[0][1] if lone else host_runner.Batch(self._runner, batch, helped=self._alone))
+                # (unlocked: the host device runs its tasks, a stretch's runs among them, one at a time)
+                calls.append(batch[0][1] if lone else host_runner.Batch(self._runner, batch, helped=self._alone,
+                                                                        locked=False))
                 labels.append(batch[0][0] if lone else "")  # (a batch's error names its failing call)
                 batch.clear()
         for fn, (label, _, q, _) in zip(fns, items):
