@@ -425,3 +425,25 @@ def test_a_locked_batch_waits_for_its_layers_and_a_stretch_s_does_not_lock(locke
     worker.join(30)
     assert done.is_set()
     _check(outs, _reference("gru", arrays, 0))
+
+
+@pytest.mark.parametrize("damage", ["cache is a file", "damaged library"])
+def test_an_unwritable_cache_or_a_damaged_library_still_gives_a_runner(damage, tmp_path):
+    """The runner is built in a private folder where the cache cannot be written, and built again over a damaged
+    file in the cache."""
+    cc = host_runner.compiler()
+    if damage == "cache is a file":
+        cache = tmp_path / "not-a-folder"
+        cache.write_text("x")
+    else:
+        cache = tmp_path / "cache"
+        built = host_runner.build(cc, cache / "host-runner")
+        built.write_bytes(b"not a shared library")
+    done = _script("""
+        from devicelayer.backends.host import dnnl, runner
+        print("RUNNER", runner.library(dnnl.library()) is not None, runner.unavailable())
+    """, DEVICELAYER_CACHE=str(cache))
+    assert done.returncode == 0, done.stderr
+    assert "RUNNER True None" in done.stdout, done.stdout + done.stderr
+    if damage == "damaged library":
+        assert built.read_bytes()[:4] == b"\x7fELF"

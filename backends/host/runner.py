@@ -112,7 +112,11 @@ def _load(lib: ctypes.CDLL) -> ctypes.CDLL:
         path = build(cc, diskcache.cache_dir() / "host-runner")
     except OSError:  # (a cache folder that cannot be written: a private temporary one)
         path = build(cc, Path(tempfile.mkdtemp(prefix="devicelayer-runner-")))
-    runner = ctypes.CDLL(str(path))
+    try:
+        runner = ctypes.CDLL(str(path))
+    except OSError:  # (a damaged file in the cache: built again)
+        path.unlink(missing_ok=True)
+        runner = ctypes.CDLL(str(build(cc, path.parent)))
     runner.runner_init.argtypes, runner.runner_init.restype = [ctypes.c_void_p], None
     runner.runner_run.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
     runner.runner_run.restype = ctypes.c_int
