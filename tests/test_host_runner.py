@@ -447,3 +447,53 @@ def test_an_unwritable_cache_or_a_damaged_library_still_gives_a_runner(damage, t
     assert "RUNNER True None" in done.stdout, done.stdout + done.stderr
     if damage == "damaged library":
         assert built.read_bytes()[:4] == b"\x7fELF"
+
+
+def test_a_residual_convolution_s_summand_copy_runs_in_the_batch(rng):
+    """A convolution adding a summand copies the summand where it adds to (a COPY call of the runner): the
+    whole chain is one batch, and right against the runner off."""
+    helper = pytest.importorskip("onnx.helper")
+    from onnx import TensorProto
+    import devicelayer.onnx as dlo
+
+    c = 16
+    w1, w2 = ((rng.standard_normal((c, c, 3, 3)) / 12).astype(np.float32) for _ in range(2))
+    inits = [helper.make_tensor(n, TensorProto.FLOAT, w.shape, w.ravel()) for n, w in (("w1", w1), ("w2", w2))]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Conv", ["r", "w2"], ["b"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["b", "r"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+    graph = helper.make_graph(nodes, "residual", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, c, 20, 20))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, c, 20, 20))], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = rng.standard_normal((1, c, 20, 20)).astype(np.float32)
+    r = np.maximum(_conv_numpy(x, w1), 0)
+    want = np.maximum(_conv_numpy(r, w2) + r, 0)
+    results = {}
+    for setting in ("1", "0"):
+        with pytest.MonkeyPatch.context() as m:
+            m.setenv("DEVICELAYER_HOST_RUNNER", setting)
+            plan = dlo.load(model).compile(["host"])
+            try:
+                for _ in range(3):
+                    results[setting] = plan.run_numpy({"x": x})["y"]
+                if setting == "1":
+                    stretch = _stretch(plan)
+                    kinds = [int(e.kind) for b in stretch.calls if isinstance(b, host_runner.Batch) for e in b._table]
+                    assert host_runner.COPY in kinds and len(stretch.calls) == 1, kinds
+            finally:
+                plan.release()
+    np.testing.assert_allclose(results["1"], want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(results["1"], results["0"])
+
+
+def _conv_numpy(x, w):
+    """A 3x3 convolution, padding 1, stride 1, in float64."""
+    n, c, h, wd = x.shape
+    p = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    out = np.zeros((n, w.shape[0], h, wd))
+    for i in range(3):
+        for j in range(3):
+            out += np.einsum("nchw,oc->nohw", p[:, :, i:i + h, j:j + wd], w[:, :, i, j].astype(np.float64))
+    return out

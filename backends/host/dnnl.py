@@ -302,6 +302,19 @@ class _Memory:
 Step = Union[tuple[tuple[Any, tuple[int, Any]], Mapping[_Memory, int], str], Callable[[], object]]
 
 
+class Copy:
+    """A step of a layer's run that copies ``nbytes`` from ``src`` to ``dst`` (addresses; the host runner makes
+    it a COPY call)."""
+
+    __slots__ = ("dst", "src", "nbytes")
+
+    def __init__(self, dst: int, src: int, nbytes: int) -> None:
+        self.dst, self.src, self.nbytes = dst, src, nbytes
+
+    def __call__(self) -> None:
+        ctypes.memmove(self.dst, self.src, self.nbytes)
+
+
 class _Bound:
     """The memories a bound run (``Layer.bind``) points at its operands, released with it; it keeps the layer,
     whose primitives it runs, alive."""
@@ -462,9 +475,10 @@ class Layer:
             mine = (_ExecArg * n)(*[_ExecArg(a.arg, swap.get(a.memory, a.memory)) for a in args])
             calls.append((prim, mine, n, what))
         lock = self.lock
-        # what the host runner executes for it (every step a primitive, done when its execute returns)
-        entries = [(prim.value, stream.value, ctypes.addressof(mine), n, host_runner.EXECUTE)
-                   for prim, mine, n, _ in calls if mine is not None] if synchronous else []
+        # what the host runner executes for it (every step a primitive, done when its execute returns, or a copy)
+        entries = [(prim.value, stream.value, ctypes.addressof(mine), n, host_runner.EXECUTE) if mine is not None
+                   else (prim.dst, prim.src, prim.nbytes, 0, host_runner.COPY)
+                   for prim, mine, n, _ in calls if mine is not None or isinstance(prim, Copy)] if synchronous else []
         if len(calls) == 1 and calls[0][1] is not None and synchronous:
             prim, mine, n, what = calls[0]
 
@@ -617,7 +631,7 @@ class ConvLayer(Layer):
         if z:  # Z goes where the sum post-op adds to
             if z_last or self.y_same:
                 if z != out:
-                    steps.append(lambda n=self.y_bytes: ctypes.memmove(out, z, n))
+                    steps.append(Copy(out, z, self.y_bytes))
             else:
                 steps.append((self.y_to_last, {self.m_y: z, self.m_y_last: out}, "summand reorder"))
         at = {self.m_x_last: x, self.m_w_chosen: w, self.m_y_last: out}

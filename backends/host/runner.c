@@ -13,7 +13,8 @@
  * team is asleep or that has none: a helper armed beforehand (runner_arm) spins for its call instead of being
  * woken.  GUARD_NAN and GUARD_NAN_INF read `stream` float32 values at `primitive` and, where one is NaN (or NaN
  * or +infinity), stop the run with GUARDED and the guard's index: the caller computes the guarded call (the
- * next `nargs` calls) another way and goes on after it.
+ * next `nargs` calls) another way and goes on after it.  COPY copies `args` bytes from `stream` to `primitive`
+ * (a layer's summand into the memory its convolution adds to).
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -22,6 +23,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,7 +32,7 @@ typedef void (*parallel_fn)(void (*task)(void *), void *data, unsigned threads, 
 typedef int (*get_fn)(void);
 typedef void (*set_fn)(int);
 
-enum { EXECUTE = 0, ALONE = 1, LANES = 2, HELPED = 3, GUARD_NAN = 4, GUARD_NAN_INF = 5 };
+enum { EXECUTE = 0, ALONE = 1, LANES = 2, HELPED = 3, GUARD_NAN = 4, GUARD_NAN_INF = 5, COPY = 6 };
 enum { GUARDED = -2 }; /* runner_run's status where a guard found what it looks for */
 enum { MAX_LANES = 64 };
 
@@ -312,6 +314,10 @@ int runner_run(const runner_call *calls, int n, int *failed) {
                 *failed = i;
                 return GUARDED;
             }
+            continue;
+        }
+        if (c->kind == COPY) {
+            memmove(c->primitive, c->stream, (size_t)(uintptr_t)c->args);
             continue;
         }
         if (c->kind == ALONE && set_threads != 0) {

@@ -31,7 +31,7 @@ from devicelayer import diskcache
 from .omp import _OFF, _openmp
 
 SOURCE = Path(__file__).with_name("runner.c")
-EXECUTE, ALONE, LANES, HELPED, GUARD_NAN, GUARD_NAN_INF = 0, 1, 2, 3, 4, 5  # runner.c's call kinds
+EXECUTE, ALONE, LANES, HELPED, GUARD_NAN, GUARD_NAN_INF, COPY = 0, 1, 2, 3, 4, 5, 6  # runner.c's call kinds
 GUARDED = -2  # runner_run's status where a guard stopped the run
 MAX_LANES = 64
 _COMPILERS = ("cc", "gcc", "clang")
@@ -46,7 +46,8 @@ class RunnerCall(ctypes.Structure):
 
 
 #: one call a runner executes: (primitive, stream, address of its dnnl_exec_arg_t array, nargs, kind); a guard's
-#: is (address of the float32 values, their count, 0, the guarded entries that follow, kind)
+#: is (address of the float32 values, their count, 0, the guarded entries that follow, kind); a copy's
+#: (destination, source, bytes, 0, COPY)
 Entry = tuple[int, int, int, int, int]
 
 
