@@ -57,15 +57,16 @@ class OnednnRecurrent(HostVendor):
         g = geometry(self.name, ins, outs, attrs)
         if g is None:
             return None
-        lib = host_dnnl.library()
-        lanes = g.dirs == 2 and self.small(g) and host_omp.team_size(lib) > 1 and host_runner.runs_lanes(lib)
+        lib, small = host_dnnl.library(), self.small(g)
+        # (the runner runs the two directions at once: on the team, or on its helpers)
+        lanes = g.dirs == 2 and small and host_omp.team_size(lib) > 1 and host_runner.available()
         key = (self.name, g, ("lanes",) if lanes else ())
         found = self.dev.onednn_layers.get(key)
         if found is None:
             # (built alone where it runs alone: it keeps to one thread)
             build = (lambda: RnnLanes(g)) if lanes else (lambda: RnnLayer(g))  # noqa: E731
             try:
-                found = {"layer": (host_omp.alone(host_dnnl.library(), build) if self.small(g) else build)()}
+                found = {"layer": (host_omp.alone(lib, build) if small else build)()}
             except host_dnnl.DnnlError as exc:
                 found = {"layer": None, "why": str(exc)}
             self.dev.onednn_layers[key] = found

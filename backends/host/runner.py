@@ -60,6 +60,7 @@ class Native(NamedTuple):
     #: for a guarded call: what computes it where its guard finds NaN (or infinity) in the input
     fallback: Callable[[], object] | None = None
 
+
 _lock = threading.Lock()
 _state: dict[str, Any] = {}  # "lib": the loaded runner or None; "why": why there is none
 
@@ -160,12 +161,6 @@ def unavailable() -> str | None:
     if not wanted():
         return "DEVICELAYER_HOST_RUNNER=0"
     return _state.get("why")
-
-
-def runs_lanes(lib: ctypes.CDLL | None) -> bool:
-    """Whether the runner for ``lib`` is there to run LANES calls at once (on the calling thread's OpenMP team,
-    or as HELPED with its own helpers)."""
-    return library(lib) is not None
 
 
 def mark(fn: Callable[[], object], entries: Sequence[Entry], locks: Sequence[threading.Lock],

@@ -143,9 +143,13 @@ class Stretch:
             calls.append(fn if self.quiet or not q else quietly(fn))
             labels.append(label)
         close()
+        self._set_labels(calls, labels)
+        return calls
+
+    def _set_labels(self, calls: list[Callable[[], object]], labels: list[str]) -> None:
+        """Note the labels of the form ``calls`` and whether a batch of it uses the runner's helpers."""
         self._call_labels = labels
         self._helped = any(getattr(fn, "helps", False) for fn in calls)
-        return calls
 
     @staticmethod
     def _fallback(batch: list[tuple[str, Callable[[], object]]]) -> bool:
@@ -191,8 +195,7 @@ class Stretch:
         self._items = self._team_form = None
         if self.seconds is None or self.seconds > team_seconds + round_trip():
             self.calls, self.team, self.seconds, self.runs = team_calls, True, team_seconds, 0
-            self._call_labels = team_labels
-            self._helped = any(getattr(fn, "helps", False) for fn in team_calls)
+            self._set_labels(team_calls, team_labels)
             self._alone = False
 
     def __len__(self) -> int:
